@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The Docker volume plugin protocol: request parsing and validation (pure,
+ * fuzzable), dispatch to the manager, and the JSON replies. Knows nothing of
+ * HTTP beyond status codes.
+ */
+#pragma once
+
+#include <stddef.h>
+
+#include "manager.h"
+#include "options.h"
+
+#define API_BODY_MAX (64 * 1024)
+#define API_CONTENT_TYPE "application/vnd.docker.plugins.v1.1+json"
+
+typedef enum ApiEndpoint {
+	API_ACTIVATE,
+	API_CAPABILITIES,
+	API_CREATE,
+	API_REMOVE,
+	API_MOUNT,
+	API_UNMOUNT,
+	API_PATH,
+	API_GET,
+	API_LIST,
+	_API_ENDPOINT_MAX,
+	_API_ENDPOINT_INVALID = -EINVAL,
+} ApiEndpoint;
+
+ApiEndpoint api_endpoint_from_path(const char *path);
+const char *api_endpoint_to_path(ApiEndpoint e);
+
+typedef struct ApiRequest {
+	ApiEndpoint endpoint;
+	char *name; /* validated volume name, when the endpoint has one */
+	char *id;   /* validated mount ID (Mount, Unmount) */
+	VolumeOptions opts; /* Create */
+} ApiRequest;
+
+void api_request_done(ApiRequest *req);
+
+/*
+ * Parses and validates one request. On failure returns a negative errno, the
+ * HTTP status to answer with in *ret_status, and the Err text in *reterr_msg.
+ */
+int api_request_parse(const char *method, const char *path, const char *body, size_t len, ApiRequest *ret,
+		      unsigned *ret_status, char **reterr_msg);
+
+typedef struct ApiResponse {
+	unsigned status;
+	char *body; /* malloc'd JSON, always an object */
+} ApiResponse;
+
+/* Handles one request end to end. @m may be NULL to answer only what needs no state. */
+void api_handle(Manager *m, const char *method, const char *path, const char *body, size_t len,
+		ApiResponse *ret);
+
+/* An {"Err": msg} body with @status; for the HTTP layer's own refusals (413, ...). */
+void api_error_response(unsigned status, const char *msg, ApiResponse *ret);

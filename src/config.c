@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "util/macro.h"
+#include "util/strutil.h"
+
+#define MAX_DEVICES 64
+
+Config *config_free(Config *c)
+{
+	if (!c)
+		return NULL;
+	free(c->socket_path);
+	free(c->state_dir);
+	free(c->propagated_mount);
+	free(c->partition_root);
+	free(c->label_prefix);
+	for (size_t i = 0; i < c->n_devices; i++)
+		free(c->devices[i]);
+	free(c->devices);
+	free(c);
+	return NULL;
+}
+
+DEFINE_CLEANUP_FUNC(Config *, config_free)
+
+static int bad(char **reterr_msg, const char *fmt, ...) _printf_(2, 3);
+static int bad(char **reterr_msg, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (reterr_msg) {
+		va_start(ap, fmt);
+		if (vasprintf(reterr_msg, fmt, ap) < 0)
+			*reterr_msg = NULL;
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+static const char *env_or(const char *name, const char *def)
+{
+	const char *v = getenv(name);
+	return v && *v ? v : def;
+}
+
+static int absolute_path(const char *name, const char *def, char **ret, char **reterr_msg)
+{
+	const char *v = env_or(name, def);
+	size_t n = strlen(v);
+
+	if (v[0] != '/' || n > 200 || strstr(v, "/../") || strstr(v, "//") ||
+	    (n > 1 && v[n - 1] == '/') || !string_is_printable_ascii(v))
+		return bad(reterr_msg, "%s='%s' is not a canonical absolute path", name, v);
+	*ret = strdup(v);
+	return *ret ? 0 : -ENOMEM;
+}
+
+static int number(const char *name, uint64_t def, uint64_t min, uint64_t max, uint64_t *ret, char **reterr_msg)
+{
+	const char *v = getenv(name);
+	uint64_t x;
+
+	if (!v || !*v) {
+		*ret = def;
+		return 0;
+	}
+	if (parse_u64(v, &x) < 0 || x < min || x > max)
+		return bad(reterr_msg, "%s='%s' must be a whole number from %llu to %llu", name, v,
+			   (unsigned long long)min, (unsigned long long)max);
+	*ret = x;
+	return 0;
+}
+
+static int split_devices(Config *c, const char *list, char **reterr_msg)
+{
+	_cleanup_free_ char *copy = strdup(list);
+	char *save = NULL;
+
+	if (!copy)
+		return -ENOMEM;
+	for (char *tok = strtok_r(copy, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+		char **nd;
+
+		if (c->n_devices >= MAX_DEVICES)
+			return bad(reterr_msg, "NVMEVOL_DEVICES lists more than %d devices", MAX_DEVICES);
+		if (!string_is_printable_ascii(tok) || strlen(tok) > 200 ||
+		    (tok[0] != '/' && strncmp(tok, "UUID=", 5) != 0 && strncmp(tok, "LABEL=", 6) != 0))
+			return bad(reterr_msg, "NVMEVOL_DEVICES entry '%s' must be a /dev path, UUID=... or LABEL=...", tok);
+		nd = realloc(c->devices, (c->n_devices + 1) * sizeof(char *));
+		if (!nd)
+			return -ENOMEM;
+		c->devices = nd;
+		c->devices[c->n_devices] = strdup(tok);
+		if (!c->devices[c->n_devices])
+			return -ENOMEM;
+		c->n_devices++;
+	}
+	return 0;
+}
+
+int config_from_env(Config **ret, char **reterr_msg)
+{
+	_cleanup_(config_freep) Config *c = NULL;
+	const char *v;
+	int r;
+
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+
+	r = absolute_path("NVMEVOL_SOCKET", "/run/docker/plugins/nvmevol.sock", &c->socket_path, reterr_msg);
+	if (r == 0)
+		r = absolute_path("NVMEVOL_STATE_DIR", "/var/lib/nvmevol", &c->state_dir, reterr_msg);
+	if (r == 0)
+		r = absolute_path("NVMEVOL_PROPAGATED_MOUNT", "/mnt/nvmevol", &c->propagated_mount, reterr_msg);
+	if (r == 0)
+		r = absolute_path("NVMEVOL_PARTITION_ROOT", "/run/nvmevol/partitions", &c->partition_root,
+				  reterr_msg);
+	if (r < 0)
+		return r;
+	if (strlen(c->socket_path) >= 108)
+		return bad(reterr_msg, "NVMEVOL_SOCKET is longer than a unix socket path may be (107 bytes)");
+
+	v = getenv("NVMEVOL_LABEL_PREFIX");
+	c->label_prefix = strdup(v ? v : "nvmevol");
+	if (!c->label_prefix)
+		return -ENOMEM;
+	if (strlen(c->label_prefix) > 12 || !string_is_printable_ascii(c->label_prefix))
+		return bad(reterr_msg, "NVMEVOL_LABEL_PREFIX='%s' must be at most 12 printable characters (XFS labels are 12 bytes)",
+			   c->label_prefix);
+
+	r = split_devices(c, env_or("NVMEVOL_DEVICES", ""), reterr_msg);
+	if (r < 0)
+		return r;
+
+	c->log_level = log_level_from_string(env_or("NVMEVOL_LOG_LEVEL", "info"));
+	if (c->log_level < 0)
+		return bad(reterr_msg, "NVMEVOL_LOG_LEVEL='%s' must be error, warning, info or debug",
+			   env_or("NVMEVOL_LOG_LEVEL", ""));
+
+	c->selftest = selftest_policy_from_string(env_or("NVMEVOL_SELFTEST", "warn"));
+	if (c->selftest < 0)
+		return bad(reterr_msg, "NVMEVOL_SELFTEST='%s' must be off, warn or enforce",
+			   env_or("NVMEVOL_SELFTEST", ""));
+
+	/* Docker gives Mount 30 s after a manual `plugin enable`: keep the budget far below. */
+	r = number("NVMEVOL_SELFTEST_BUDGET_MS", 300, 50, 10000, &c->selftest_budget_ms, reterr_msg);
+	if (r == 0)
+		r = number("NVMEVOL_SELFTEST_CACHE_SECONDS", 300, 0, 30 * 86400, &c->selftest_cache_seconds,
+			   reterr_msg);
+	if (r == 0)
+		r = number("NVMEVOL_MAX_VOLUMES", 100000, 1, 1000000, &c->max_volumes, reterr_msg);
+	if (r < 0)
+		return r;
+
+	*ret = TAKE_PTR(c);
+	return 0;
+}

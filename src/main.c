@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * nvmevol: a Docker volume plugin serving directories on dedicated XFS
+ * partitions. `nvmevol` runs the daemon (settings from the environment);
+ * `nvmevol selftest PATH` runs the direct-I/O self-test on any directory.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd-selftest.h"
+#include "config.h"
+#include "http.h"
+#include "manager.h"
+#include "util/log.h"
+#include "util/macro.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: nvmevol                 run the volume plugin daemon (settings: NVMEVOL_* variables)\n"
+		"       nvmevol selftest [--json] [--seconds N] [--size SIZE] PATH\n"
+		"                               measure a directory's filesystem with direct I/O\n"
+		"       nvmevol --version\n");
+}
+
+static int run_daemon(void)
+{
+	Config *cfg = NULL;
+	Manager *m = NULL;
+	HttpServer *http = NULL;
+	char *err = NULL;
+	sigset_t mask;
+	int sig, r;
+
+	r = config_from_env(&cfg, &err);
+	if (r < 0) {
+		log_error("bad setting: %s", err ? err : strerror(-r));
+		free(err);
+		return EXIT_FAILURE;
+	}
+	log_set_level(cfg->log_level);
+
+	/* Signals are taken synchronously by this thread; workers never see them. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	/* listen() first: Docker dials within ~10 s of starting us; accept() waits for the state. */
+	r = http_server_listen(cfg->socket_path, &http);
+	if (r < 0) {
+		log_error_errno(r, "cannot listen on %s", cfg->socket_path);
+		goto out;
+	}
+	r = manager_new(cfg, &m);
+	if (r == 0)
+		r = manager_start(m, &err);
+	if (r < 0) {
+		log_error("cannot start: %s", err ? err : strerror(-r));
+		goto out;
+	}
+	r = http_server_start(http, m);
+	if (r < 0) {
+		log_error_errno(r, "cannot start the HTTP server on %s", cfg->socket_path);
+		goto out;
+	}
+	log_info("serving the Docker volume API on %s (version %s)", cfg->socket_path, PROJECT_VERSION);
+
+	for (;;) {
+		if (sigwait(&mask, &sig) != 0)
+			continue;
+		if (sig == SIGHUP)
+			continue;
+		/* A stop never unmounts volumes in use: containers keep their binds. */
+		log_info("signal %d: stopping (mounted volumes stay mounted)", sig);
+		break;
+	}
+	r = 0;
+out:
+	http = http_server_free(http);
+	m = manager_free(m);
+	cfg = config_free(cfg);
+	free(err);
+	return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 2 && streq(argv[1], "selftest"))
+		return cmd_selftest(argc - 1, argv + 1);
+	if (argc >= 2 && (streq(argv[1], "--version") || streq(argv[1], "version"))) {
+		printf("nvmevol %s\n", PROJECT_VERSION);
+		return EXIT_SUCCESS;
+	}
+	if (argc >= 2 && (streq(argv[1], "--help") || streq(argv[1], "-h"))) {
+		usage(stdout);
+		return EXIT_SUCCESS;
+	}
+	if (argc >= 2) {
+		usage(stderr);
+		return 2;
+	}
+	return run_daemon();
+}

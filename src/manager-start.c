@@ -1,0 +1,396 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Start-up: lock the state directory, find the partitions, load every
+ * volume record, finish or roll back what a crash interrupted, and make the
+ * kernel's mounts agree with the recorded mount counts. Nothing is served
+ * before this is done.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "manager-internal.h"
+#include "mount.h"
+#include "util/fs-util.h"
+#include "util/log.h"
+#include "util/macro.h"
+
+typedef int (*RecordCallback)(Manager *m, Partition *part, const char *filename, Volume *v, const char *err);
+
+/* Calls @cb for every *.json record in @dirfd; unreadable ones get v == NULL and a reason. */
+static int for_each_record(Manager *m, Partition *part, int dirfd, RecordCallback cb)
+{
+	DIR *d;
+	struct dirent *de;
+	int dupfd;
+
+	dupfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+	if (dupfd < 0)
+		return negative_errno();
+	d = fdopendir(dupfd);
+	if (!d) {
+		(void)close(dupfd);
+		return negative_errno();
+	}
+	rewinddir(d);
+	while ((de = readdir(d))) {
+		_cleanup_free_ char *buf = NULL, *err = NULL;
+		Volume *v = NULL;
+		size_t len = 0, n = strlen(de->d_name);
+		int r;
+
+		if (de->d_name[0] == '.' || n < 6 || !streq(de->d_name + n - 5, ".json"))
+			continue;
+		r = read_file_at(dirfd, de->d_name, RECORD_SIZE_MAX, &buf, &len);
+		if (r < 0) {
+			if (asprintf(&err, "cannot read: %s", strerror(-r)) < 0)
+				err = NULL;
+		} else
+			(void)volume_record_parse(buf, len, &v, &err);
+		r = cb(m, part, de->d_name, v, err ? err : "unknown error");
+		volume_unref(v);
+		if (r < 0) {
+			closedir(d);
+			return r;
+		}
+	}
+	closedir(d);
+	return 0;
+}
+
+/* "<name>.json" → name, if the name is valid. */
+static bool name_from_filename(const char *fn, char *buf, size_t len)
+{
+	size_t n = strlen(fn);
+
+	if (n < 6 || n - 5 >= len)
+		return false;
+	memcpy(buf, fn, n - 5);
+	buf[n - 5] = '\0';
+	return volume_name_is_valid(buf);
+}
+
+static int register_volume(Manager *m, Volume *v)
+{
+	int r;
+
+	pthread_rwlock_wrlock(&m->reg_lock);
+	r = reg_insert_locked(m, v);
+	pthread_rwlock_unlock(&m->reg_lock);
+	return r;
+}
+
+static void quarantine_dir(Partition *part, const char *name, const char *why)
+{
+	char qname[NAME_MAX + 32];
+	int r;
+
+	/* Empty leftovers are simply removed; anything with data is kept for the admin. */
+	if (unlinkat(part->volumes_fd, name, AT_REMOVEDIR) == 0) {
+		(void)fsync(part->volumes_fd);
+		return;
+	}
+	snprintf(qname, sizeof(qname), "%s.%lld", name, (long long)time(NULL));
+	r = renameat(part->volumes_fd, name, part->quarantine_fd, qname);
+	if (r == 0) {
+		(void)fsync(part->quarantine_fd);
+		(void)fsync(part->volumes_fd);
+		log_warning("partition %s: directory volumes/%s (%s) moved to nvmevol/quarantine/%s", part->label,
+			    name, why, qname);
+	}
+}
+
+static int load_record(Manager *m, Partition *part, const char *filename, Volume *v, const char *err)
+{
+	char name[VOLUME_NAME_MAX + 2];
+	_cleanup_(volume_unrefp) Volume *existing = NULL;
+
+	if (!name_from_filename(filename, name, sizeof(name))) {
+		log_warning("partition %s: ignoring meta/%s (not a volume record name)", part->label, filename);
+		return 0;
+	}
+	if (!v) {
+		/* One bad record never stops the others; the volume is reported, not guessed at. */
+		Volume *bad = volume_new(name);
+		if (!bad)
+			return -ENOMEM;
+		bad->corrupt = strdup(err);
+		bad->part = part;
+		bad->state = VOLUME_READY;
+		snprintf(bad->partition_uuid, sizeof(bad->partition_uuid), "%s", part->uuid);
+		snprintf(bad->partition_label, sizeof(bad->partition_label), "%s", part->label);
+		log_error("volume %s: record on partition %s is unreadable (%s); it is listed but will not be mounted",
+			  name, part->label, err);
+		(void)register_volume(m, bad);
+		volume_unref(bad);
+		return 0;
+	}
+	if (!streq(v->name, name)) {
+		log_warning("partition %s: meta/%s holds volume '%s'; ignored", part->label, filename, v->name);
+		return 0;
+	}
+	v->part = part;
+	if (!streq(v->partition_uuid, part->uuid)) {
+		/* The record travelled with its disk (or the disk was cloned): where it is wins. */
+		snprintf(v->partition_uuid, sizeof(v->partition_uuid), "%s", part->uuid);
+	}
+	snprintf(v->partition_label, sizeof(v->partition_label), "%s", part->label);
+
+	existing = lookup(m, name);
+	if (existing) {
+		log_error("volume %s exists on partitions %s and %s; serving the first, ignoring the second",
+			  name, existing->partition_label, part->label);
+		return 0;
+	}
+
+	switch (v->state) {
+	case VOLUME_CREATING:
+		/* Never acknowledged: roll back. */
+		log_info("volume %s: create was interrupted; rolling back", name);
+		(void)rm_rf_at(part->volumes_fd, name);
+		(void)fsync(part->volumes_fd);
+		(void)unlink_durable_at(m->index_fd, filename);
+		return unlink_durable_at(part->meta_fd, filename);
+	case VOLUME_REMOVING: {
+		/* Acknowledgement may have been sent: finish it. */
+		char trash[VOLUME_NAME_MAX + 32];
+		log_info("volume %s: remove was interrupted; finishing it", name);
+		snprintf(trash, sizeof(trash), "%s.%lld", name, (long long)time(NULL));
+		if (renameat(part->volumes_fd, name, part->trash_fd, trash) == 0) {
+			(void)fsync(part->trash_fd);
+			(void)fsync(part->volumes_fd);
+		}
+		(void)unlink_durable_at(m->index_fd, filename);
+		return unlink_durable_at(part->meta_fd, filename);
+	}
+	default:
+		break;
+	}
+	return register_volume(m, v);
+}
+
+static void load_partition(Manager *m, Partition *part)
+{
+	DIR *d;
+	struct dirent *de;
+	int dupfd, r;
+
+	r = for_each_record(m, part, part->meta_fd, load_record);
+	if (r < 0)
+		log_error_errno(r, "partition %s: cannot read volume records", part->label);
+
+	/* Directories without a record: leftovers of a create that never wrote one. */
+	dupfd = fcntl(part->volumes_fd, F_DUPFD_CLOEXEC, 3);
+	if (dupfd < 0)
+		return;
+	d = fdopendir(dupfd);
+	if (!d) {
+		(void)close(dupfd);
+		return;
+	}
+	rewinddir(d);
+	while ((de = readdir(d))) {
+		_cleanup_(volume_unrefp) Volume *v = NULL;
+
+		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+			continue;
+		v = volume_name_is_valid(de->d_name) ? lookup(m, de->d_name) : NULL;
+		if (!v || v->part != part)
+			quarantine_dir(part, de->d_name, "no volume record");
+	}
+	closedir(d);
+	(void)rm_rf_children(part->trash_fd);
+	(void)fsync(part->trash_fd);
+	selftest_clean_partition(part);
+}
+
+static int load_index_entry(Manager *m, Partition *unused, const char *filename, Volume *v, const char *err)
+{
+	char name[VOLUME_NAME_MAX + 2];
+	_cleanup_(volume_unrefp) Volume *known = NULL;
+	Partition *part;
+
+	if (!name_from_filename(filename, name, sizeof(name)))
+		return 0;
+	known = lookup(m, name);
+	if (known)
+		return 0;
+	if (!v) {
+		log_error("volume %s: index entry unreadable (%s)", name, err);
+		return 0;
+	}
+	part = pool_find_uuid(m->pool, v->partition_uuid);
+	if (part && part->present) {
+		/* The partition is here and has no record: the volume was removed (or never committed). */
+		log_info("volume %s: dropping stale index entry (no record on partition %s)", name, part->label);
+		return unlink_durable_at(m->index_fd, filename);
+	}
+	/* Its partition is missing: keep serving Get so Docker does not forget the volume. */
+	volume_mounts_clear(v);
+	v->part = NULL;
+	log_warning("volume %s: partition %s (UUID %s) is missing; the volume is listed but cannot be mounted",
+		    name, v->partition_label, v->partition_uuid);
+	return register_volume(m, v);
+}
+
+/* Mount reconciliation: counts > 0 need the bind; a bind with no counts, or no owner, goes. */
+static void reconcile_mounts(Manager *m)
+{
+	MountEntry *mounts = NULL;
+	size_t n = 0, plen = strlen(m->cfg->propagated_mount);
+
+	for (size_t i = 0; i < m->n_vols; i++) {
+		Volume *v = m->vols[i];
+		_cleanup_free_ char *why = NULL, *opts = NULL;
+		unsigned total = volume_mount_total(v);
+		char path[PATH_MAX];
+		bool bound;
+
+		if (v->corrupt)
+			continue;
+		bound = v->part && v->part->present && verify_bind(m, v, &opts, &why) == 0;
+		mountpoint_of(m, v->name, path, sizeof(path));
+		if (total > 0 && bound) {
+			v->mounted = true;
+			v->bind_options = TAKE_PTR(opts);
+			log_info("volume %s: still mounted with %u user(s); keeping the counts", v->name, total);
+			continue;
+		}
+		if (total > 0 && v->part && v->part->present) {
+			/* The bind went away (plugin disabled, daemon stopped, reboot): nobody can use it. */
+			log_info("volume %s: %u recorded mount(s) but the bind is gone; counts reset", v->name, total);
+			volume_mounts_clear(v);
+			(void)save_record(m, v);
+		}
+		if (bound) {
+			log_info("volume %s: mounted with no recorded user; unmounting", v->name);
+			(void)unmount_path(path);
+		}
+	}
+
+	/* Strays: mounts below PropagatedMount that no volume with users owns (deepest first). */
+	if (mountinfo_list_below(m->cfg->propagated_mount, &mounts, &n) < 0)
+		return;
+	for (size_t k = n; k-- > 0;) {
+		const char *rest = mounts[k].target + plen + 1;
+		Volume *v = NULL;
+
+		if (!strchr(rest, '/') && volume_name_is_valid(rest))
+			v = reg_find_locked(m, rest);
+		if (v && v->mounted)
+			continue;
+		if (v && !v->part && volume_mount_total(v) > 0)
+			continue; /* partition missing: leave a container's data where it is */
+		log_warning("stray mount %s (from %s%s): unmounting", mounts[k].target, mounts[k].source, mounts[k].root);
+		(void)unmount_path(mounts[k].target);
+	}
+	mount_entries_free(mounts, n);
+
+	/* Empty mountpoint directories of volumes that are not mounted. */
+	{
+		DIR *d;
+		struct dirent *de;
+		int dupfd = fcntl(m->prop_fd, F_DUPFD_CLOEXEC, 3);
+
+		if (dupfd < 0 || !(d = fdopendir(dupfd))) {
+			if (dupfd >= 0)
+				close(dupfd);
+			return;
+		}
+		rewinddir(d);
+		while ((de = readdir(d))) {
+			Volume *v;
+			if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+				continue;
+			v = volume_name_is_valid(de->d_name) ? reg_find_locked(m, de->d_name) : NULL;
+			if (!v || !v->mounted)
+				(void)unlinkat(m->prop_fd, de->d_name, AT_REMOVEDIR);
+		}
+		closedir(d);
+	}
+}
+
+static int open_dir_p(const char *path, mode_t mode, int *ret)
+{
+	char buf[PATH_MAX];
+	int r;
+
+	/* mkdir -p: create each component, accept existing directories. */
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		r = mkdirat_exist_ok(AT_FDCWD, buf, 0755);
+		*p = '/';
+		if (r < 0)
+			return r;
+	}
+	r = mkdirat_exist_ok(AT_FDCWD, buf, mode);
+	if (r < 0)
+		return r;
+	*ret = open(buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return *ret < 0 ? negative_errno() : 0;
+}
+
+int manager_start(Manager *m, char **reterr_msg)
+{
+	int r;
+
+	r = open_dir_p(m->cfg->state_dir, 0700, &m->state_fd);
+	if (r < 0)
+		return set_err(reterr_msg, r, "cannot open state directory %s: %s", m->cfg->state_dir, strerror(-r));
+	m->lock_fd = openat(m->state_fd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (m->lock_fd < 0)
+		return set_err(reterr_msg, negative_errno(), "cannot open %s/lock: %s", m->cfg->state_dir,
+			       strerror(errno));
+	if (flock(m->lock_fd, LOCK_EX | LOCK_NB) < 0)
+		return set_err(reterr_msg, -EBUSY, "state locked: another nvmevol instance uses %s", m->cfg->state_dir);
+	r = mkdirat_exist_ok(m->state_fd, "index", 0700);
+	if (r >= 0) {
+		m->index_fd = openat(m->state_fd, "index", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		r = m->index_fd < 0 ? negative_errno() : 0;
+	}
+	if (r < 0)
+		return set_err(reterr_msg, r, "cannot open %s/index: %s", m->cfg->state_dir, strerror(-r));
+	(void)remove_atomic_tmp_files(m->index_fd);
+
+	r = open_dir_p(m->cfg->propagated_mount, 0755, &m->prop_fd);
+	if (r < 0)
+		return set_err(reterr_msg, r, "cannot open %s: %s", m->cfg->propagated_mount, strerror(-r));
+
+	r = pool_scan(m->pool);
+	if (r < 0)
+		return set_err(reterr_msg, r, "partition discovery failed: %s", strerror(-r));
+
+	for (size_t i = 0; i < pool_size(m->pool); i++) {
+		Partition *part = pool_get(m->pool, i);
+		if (part->present)
+			load_partition(m, part);
+	}
+	r = for_each_record(m, NULL, m->index_fd, load_index_entry);
+	if (r < 0)
+		return set_err(reterr_msg, r, "cannot read the index: %s", strerror(-r));
+
+	/* Records without an index entry (a disk moved here, or a crash between the two writes). */
+	for (size_t i = 0; i < m->n_vols; i++) {
+		Volume *v = m->vols[i];
+		char fn[VOLUME_NAME_MAX + 8];
+		struct stat st;
+
+		snprintf(fn, sizeof(fn), "%s.json", v->name);
+		if (v->part && !v->corrupt && fstatat(m->index_fd, fn, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			(void)save_index(m, v);
+		if (v->part && !v->corrupt)
+			(void)quota_repair(m, v);
+	}
+
+	reconcile_mounts(m);
+	log_info("ready: %zu volume(s) on %zu partition(s)", m->n_vols, pool_size(m->pool));
+	return 0;
+}

@@ -1,0 +1,275 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "options.h"
+#include "util/macro.h"
+#include "util/strutil.h"
+
+static const char *const policy_names[_SELFTEST_POLICY_MAX] = {
+	[SELFTEST_POLICY_UNSET] = "default",
+	[SELFTEST_POLICY_OFF] = "off",
+	[SELFTEST_POLICY_WARN] = "warn",
+	[SELFTEST_POLICY_ENFORCE] = "enforce",
+};
+
+const char *selftest_policy_to_string(SelftestPolicy p)
+{
+	if (p < 0 || p >= _SELFTEST_POLICY_MAX)
+		return NULL;
+	return policy_names[p];
+}
+
+SelftestPolicy selftest_policy_from_string(const char *s)
+{
+	/* "default" is not accepted from users: leaving the option out means that. */
+	for (int i = SELFTEST_POLICY_OFF; i < _SELFTEST_POLICY_MAX; i++)
+		if (s && streq(s, policy_names[i]))
+			return (SelftestPolicy)i;
+	return _SELFTEST_POLICY_INVALID;
+}
+
+bool volume_name_is_valid(const char *name)
+{
+	size_t n;
+
+	if (!name)
+		return false;
+	n = strlen(name);
+	if (n < 2 || n > VOLUME_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+		bool alnum = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+		if (alnum)
+			continue;
+		if (i > 0 && (c == '_' || c == '.' || c == '-'))
+			continue;
+		return false;
+	}
+	return true;
+}
+
+const char *volume_options_valid_keys(void)
+{
+	return "partition (label or UUID), uid, gid, mode (octal), size (e.g. 10G; units K, M, G, T), "
+	       "inodes, selftest (off|warn|enforce), min_write_mbps, min_read_mbps, min_iops, max_p99_ms";
+}
+
+static int fail(char **reterr_msg, const char *fmt, ...) _printf_(2, 3);
+static int fail(char **reterr_msg, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (reterr_msg) {
+		char *m = NULL;
+		va_start(ap, fmt);
+		if (vasprintf(&m, fmt, ap) < 0)
+			m = NULL;
+		va_end(ap);
+		free(*reterr_msg);
+		*reterr_msg = m;
+	}
+	return -EINVAL;
+}
+
+static bool partition_ref_is_valid(const char *s)
+{
+	size_t n = strlen(s);
+
+	/* XFS labels are at most 12 bytes; UUIDs are 36. Printable, no separators. */
+	if (n == 0 || n > 64)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (s[i] <= 0x20 || s[i] >= 0x7f || s[i] == '/' || s[i] == ',' || s[i] == '=')
+			return false;
+	return true;
+}
+
+static int parse_threshold(const char *key, const char *val, double *ret, char **reterr_msg)
+{
+	double v;
+
+	if (parse_decimal(val, &v) < 0 || v <= 0 || v > 1e9)
+		return fail(reterr_msg, "invalid value '%s' for option %s: expected a positive number, e.g. %s=100",
+			    val, key, key);
+	*ret = v;
+	return 0;
+}
+
+int volume_options_parse(const json_t *opts, VolumeOptions *ret, char **reterr_msg)
+{
+	VolumeOptions o = { 0 };
+	const char *key;
+	json_t *value;
+	int r;
+
+	if (opts && json_is_null(opts))
+		opts = NULL;
+	if (opts && !json_is_object(opts))
+		return fail(reterr_msg, "Opts must be an object of string values");
+	if (opts && json_object_size(opts) > OPTIONS_MAX_COUNT)
+		return fail(reterr_msg, "too many options (%zu, at most %d)", json_object_size(opts),
+			    OPTIONS_MAX_COUNT);
+
+	json_object_foreach((json_t *)opts, key, value) {
+		const char *val;
+
+		if (!json_is_string(value))
+			return fail(reterr_msg, "option '%s' must be a string", key);
+		val = json_string_value(value);
+		if (strlen(key) > 64 || !string_is_printable_ascii(key))
+			return fail(reterr_msg, "invalid option name; valid options: %s", volume_options_valid_keys());
+		if (json_string_length(value) > OPTION_VALUE_MAX - 1 || strlen(val) != json_string_length(value) ||
+		    !string_is_printable_ascii(val))
+			return fail(reterr_msg, "invalid value for option %s: printable ASCII only, at most %d characters",
+				    key, OPTION_VALUE_MAX - 1);
+
+		if (streq(key, "partition")) {
+			if (!partition_ref_is_valid(val))
+				return fail(reterr_msg, "invalid partition '%s': give a filesystem label or UUID", val);
+			strcpy(o.partition, val);
+		} else if (streq(key, "uid")) {
+			if (parse_u32(val, &o.uid) < 0 || o.uid == UINT32_MAX)
+				return fail(reterr_msg, "invalid uid '%s': expected a number from 0 to 4294967294", val);
+			o.has_uid = true;
+		} else if (streq(key, "gid")) {
+			if (parse_u32(val, &o.gid) < 0 || o.gid == UINT32_MAX)
+				return fail(reterr_msg, "invalid gid '%s': expected a number from 0 to 4294967294", val);
+			o.has_gid = true;
+		} else if (streq(key, "mode")) {
+			if (parse_mode(val, &o.mode) < 0)
+				return fail(reterr_msg, "invalid mode '%s': expected octal permission bits such as 0755 or 0700",
+					    val);
+			o.has_mode = true;
+		} else if (streq(key, "size")) {
+			r = parse_size(val, &o.size_bytes);
+			if (r < 0 || o.size_bytes == 0)
+				return fail(reterr_msg, "invalid size '%s': expected a whole number with a unit K, M, G or T, e.g. size=10G",
+					    val);
+			if (o.size_bytes < (1u << 20))
+				return fail(reterr_msg, "invalid size '%s': the smallest limit is 1M", val);
+		} else if (streq(key, "inodes")) {
+			if (parse_u64(val, &o.inodes) < 0 || o.inodes == 0)
+				return fail(reterr_msg, "invalid inodes '%s': expected a positive whole number", val);
+		} else if (streq(key, "selftest")) {
+			o.selftest = selftest_policy_from_string(val);
+			if (o.selftest < 0)
+				return fail(reterr_msg, "invalid selftest '%s': expected off, warn or enforce", val);
+		} else if (streq(key, "min_write_mbps")) {
+			r = parse_threshold(key, val, &o.thresholds.min_write_mbps, reterr_msg);
+			if (r < 0)
+				return r;
+		} else if (streq(key, "min_read_mbps")) {
+			r = parse_threshold(key, val, &o.thresholds.min_read_mbps, reterr_msg);
+			if (r < 0)
+				return r;
+		} else if (streq(key, "min_iops")) {
+			r = parse_threshold(key, val, &o.thresholds.min_iops, reterr_msg);
+			if (r < 0)
+				return r;
+		} else if (streq(key, "max_p99_ms")) {
+			r = parse_threshold(key, val, &o.thresholds.max_p99_ms, reterr_msg);
+			if (r < 0)
+				return r;
+		} else
+			return fail(reterr_msg, "unknown option '%s'; valid options: %s", key, volume_options_valid_keys());
+	}
+
+	*ret = o;
+	return 0;
+}
+
+static int set_str(json_t *obj, const char *key, const char *val)
+{
+	return json_object_set_new(obj, key, json_string(val));
+}
+
+static int set_fmt(json_t *obj, const char *key, const char *fmt, ...) _printf_(3, 4);
+static int set_fmt(json_t *obj, const char *key, const char *fmt, ...)
+{
+	char buf[64];
+	va_list ap;
+
+	va_start(ap, fmt);
+	(void)vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	return set_str(obj, key, buf);
+}
+
+json_t *volume_options_to_json(const VolumeOptions *o)
+{
+	json_t *j = json_object();
+	char buf[32];
+
+	if (!j)
+		return NULL;
+	if (o->partition[0])
+		set_str(j, "partition", o->partition);
+	if (o->has_uid)
+		set_fmt(j, "uid", "%u", o->uid);
+	if (o->has_gid)
+		set_fmt(j, "gid", "%u", o->gid);
+	if (o->has_mode)
+		set_fmt(j, "mode", "%04o", (unsigned)o->mode);
+	if (o->size_bytes) {
+		format_size(o->size_bytes, buf, sizeof(buf));
+		set_str(j, "size", buf);
+	}
+	if (o->inodes)
+		set_fmt(j, "inodes", "%llu", (unsigned long long)o->inodes);
+	if (o->selftest != SELFTEST_POLICY_UNSET)
+		set_str(j, "selftest", selftest_policy_to_string(o->selftest));
+	if (o->thresholds.min_write_mbps > 0)
+		set_fmt(j, "min_write_mbps", "%g", o->thresholds.min_write_mbps);
+	if (o->thresholds.min_read_mbps > 0)
+		set_fmt(j, "min_read_mbps", "%g", o->thresholds.min_read_mbps);
+	if (o->thresholds.min_iops > 0)
+		set_fmt(j, "min_iops", "%g", o->thresholds.min_iops);
+	if (o->thresholds.max_p99_ms > 0)
+		set_fmt(j, "max_p99_ms", "%g", o->thresholds.max_p99_ms);
+	return j;
+}
+
+char *volume_options_diff(const VolumeOptions *existing, const VolumeOptions *requested)
+{
+	json_t *a = volume_options_to_json(existing);
+	json_t *b = volume_options_to_json(requested);
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f;
+	const char *key;
+	json_t *v;
+
+	if (!a || !b)
+		goto done;
+	f = open_memstream(&out, &len);
+	if (!f)
+		goto done;
+	json_object_foreach(a, key, v) {
+		json_t *w = json_object_get(b, key);
+		if (!w)
+			fprintf(f, "%s%s: %s (existing) vs not set (requested)", ftell(f) ? "; " : "", key,
+				json_string_value(v));
+		else if (!json_equal(v, w))
+			fprintf(f, "%s%s: %s (existing) vs %s (requested)", ftell(f) ? "; " : "", key,
+				json_string_value(v), json_string_value(w));
+	}
+	json_object_foreach(b, key, v)
+		if (!json_object_get(a, key))
+			fprintf(f, "%s%s: not set (existing) vs %s (requested)", ftell(f) ? "; " : "", key,
+				json_string_value(v));
+	if (fclose(f) != 0) {
+		free(out);
+		out = NULL;
+	} else if (out && out[0] == '\0') {
+		free(out);
+		out = NULL;
+	}
+done:
+	json_decref(a);
+	json_decref(b);
+	return out;
+}

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/* Volume create options (-o key=value): parsing, validation, canonical form. Pure code. */
+#pragma once
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define VOLUME_NAME_MAX 128
+#define OPTIONS_MAX_COUNT 32
+#define OPTION_VALUE_MAX 256
+
+typedef enum SelftestPolicy {
+	SELFTEST_POLICY_UNSET = 0, /* use the plugin-wide default */
+	SELFTEST_POLICY_OFF,
+	SELFTEST_POLICY_WARN,
+	SELFTEST_POLICY_ENFORCE,
+	_SELFTEST_POLICY_MAX,
+	_SELFTEST_POLICY_INVALID = -EINVAL,
+} SelftestPolicy;
+
+const char *selftest_policy_to_string(SelftestPolicy p);
+SelftestPolicy selftest_policy_from_string(const char *s);
+
+/* Zero means "no threshold". */
+typedef struct SelftestThresholds {
+	double min_write_mbps;
+	double min_read_mbps;
+	double min_iops;
+	double max_p99_ms;
+} SelftestThresholds;
+
+typedef struct VolumeOptions {
+	char partition[OPTION_VALUE_MAX]; /* label or UUID; "" = most free space */
+	bool has_uid, has_gid, has_mode;
+	uint32_t uid, gid;
+	mode_t mode;
+	uint64_t size_bytes;  /* 0 = no limit */
+	uint64_t inodes;      /* 0 = no limit */
+	SelftestPolicy selftest;
+	SelftestThresholds thresholds;
+} VolumeOptions;
+
+/* ^[A-Za-z0-9][A-Za-z0-9_.-]{1,127}$ */
+bool volume_name_is_valid(const char *name);
+
+/*
+ * Parses Docker's Opts object (string values only). @opts may be NULL or an
+ * empty object. On failure returns -EINVAL and a message naming the valid options.
+ */
+int volume_options_parse(const json_t *opts, VolumeOptions *ret, char **reterr_msg);
+
+/* Canonical string map: equal maps mean equal options ("mode":"0700", "size":"10G"). */
+json_t *volume_options_to_json(const VolumeOptions *o);
+
+/* Human list of differences, e.g. "mode: 0700 (existing) vs 0755 (requested)". NULL if equal. */
+char *volume_options_diff(const VolumeOptions *existing, const VolumeOptions *requested);
+
+/* "partition, uid, gid, mode, size, inodes, selftest, min_write_mbps, ..." */
+const char *volume_options_valid_keys(void);

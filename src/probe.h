@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/* libblkid wrapper: finds the filesystems that belong to the pool. No policy, no logging. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct ProbedDevice {
+	char *device;           /* /dev/... */
+	char *fstype;           /* "xfs", "ext4", ... or NULL if no filesystem */
+	char *uuid;
+	char *label;
+	unsigned logical_sector_size;
+} ProbedDevice;
+
+void probed_device_done(ProbedDevice *d);
+void probed_devices_free(ProbedDevice *devs, size_t n);
+
+/*
+ * Lists the devices that are candidates for the pool: every device whose
+ * filesystem label starts with @label_prefix (skipped if NULL or ""), plus
+ * every entry of @explicit_devices (paths, "UUID=..." or "LABEL=...").
+ * Non-XFS candidates are returned too (fstype tells); the caller reports them.
+ * Explicit entries that cannot be resolved are returned with fstype NULL and
+ * device set to the entry text.
+ */
+int probe_scan(const char *label_prefix, char *const *explicit_devices, size_t n_explicit,
+	       ProbedDevice **ret, size_t *ret_n);
+
+/* Probes a single device or image file. */
+int probe_device(const char *devname, ProbedDevice *ret);

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/* fd-relative file helpers: atomic writes, capped reads, confined opens, safe recursive delete. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Temp files written by write_file_atomic_at() start with '.' and contain ".tmp.". */
+bool is_atomic_tmp_name(const char *name);
+
+/*
+ * Durably replaces @name in @dirfd with @buf: temp file (O_EXCL|O_NOFOLLOW), write,
+ * fsync, close, renameat, fsync of the directory. The rename happens only if every
+ * step before it succeeded; a failed fsync is never retried.
+ */
+int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode);
+
+/* Reads a regular file (never through a symlink), at most @max bytes, NUL-terminated. */
+int read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len);
+
+/* unlinkat() followed by an fsync of the directory; -ENOENT is success. */
+int unlink_durable_at(int dirfd, const char *name);
+
+/*
+ * Opens @path below @dirfd without following symlinks, magic links or crossing
+ * a mount (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_XDEV).
+ */
+int openat_beneath(int dirfd, const char *path, int flags, mode_t mode);
+
+/* mkdirat() that accepts an existing real directory (never a symlink). */
+int mkdirat_exist_ok(int dirfd, const char *name, mode_t mode);
+
+/*
+ * Removes everything inside the directory @dirfd: no symlink is followed,
+ * no mount boundary (st_dev change) is crossed; a mount point found inside
+ * makes it fail with -EXDEV and leaves that subtree alone.
+ */
+int rm_rf_children(int dirfd);
+
+/* rm_rf_children() of @name, then the directory itself. -ENOENT is success. */
+int rm_rf_at(int dirfd, const char *name);
+
+/* Removes leftover atomic-write temp files in @dirfd. Returns how many. */
+int remove_atomic_tmp_files(int dirfd);

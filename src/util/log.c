@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/log.h"
+
+static LogLevel current_level = LOG_LEVEL_INFO;
+static const char *const level_names[_LOG_LEVEL_MAX] = {
+	[LOG_LEVEL_ERROR] = "error",
+	[LOG_LEVEL_WARNING] = "warning",
+	[LOG_LEVEL_INFO] = "info",
+	[LOG_LEVEL_DEBUG] = "debug",
+};
+
+void log_set_level(LogLevel level)
+{
+	if (level >= 0 && level < _LOG_LEVEL_MAX)
+		current_level = level;
+}
+
+LogLevel log_get_level(void)
+{
+	return current_level;
+}
+
+LogLevel log_level_from_string(const char *s)
+{
+	for (size_t i = 0; i < ELEMENTSOF(level_names); i++)
+		if (s && streq(s, level_names[i]))
+			return (LogLevel)i;
+	return _LOG_LEVEL_INVALID;
+}
+
+int log_internal(LogLevel level, int err, const char *fmt, ...)
+{
+	int abs_err = err < 0 ? -err : err;
+
+	if (level <= current_level) {
+		char msg[1024];
+		char stamp[32];
+		struct timespec ts;
+		struct tm tm;
+		va_list ap;
+
+		va_start(ap, fmt);
+		(void)vsnprintf(msg, sizeof(msg), fmt, ap);
+		va_end(ap);
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		gmtime_r(&ts.tv_sec, &tm);
+		strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+
+		/* One write per line so concurrent threads do not interleave. */
+		if (abs_err)
+			fprintf(stderr, "%s.%03ldZ nvmevol %s: %s: %s\n", stamp, ts.tv_nsec / 1000000,
+				level_names[level], msg, strerror(abs_err));
+		else
+			fprintf(stderr, "%s.%03ldZ nvmevol %s: %s\n", stamp, ts.tv_nsec / 1000000,
+				level_names[level], msg);
+	}
+	return -abs_err;
+}

@@ -1,0 +1,336 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "volume.h"
+#include "util/macro.h"
+#include "util/strutil.h"
+
+static const char *const state_names[_VOLUME_STATE_MAX] = {
+	[VOLUME_CREATING] = "creating",
+	[VOLUME_READY] = "ready",
+	[VOLUME_REMOVING] = "removing",
+};
+
+const char *volume_state_to_string(VolumeState s)
+{
+	return s >= 0 && s < _VOLUME_STATE_MAX ? state_names[s] : NULL;
+}
+
+VolumeState volume_state_from_string(const char *s)
+{
+	for (int i = 0; i < _VOLUME_STATE_MAX; i++)
+		if (s && streq(s, state_names[i]))
+			return (VolumeState)i;
+	return _VOLUME_STATE_INVALID;
+}
+
+Volume *volume_new(const char *name)
+{
+	Volume *v = calloc(1, sizeof(*v));
+
+	if (!v)
+		return NULL;
+	snprintf(v->name, sizeof(v->name), "%s", name);
+	v->refs = 1;
+	pthread_mutex_init(&v->op_lock, NULL);
+	return v;
+}
+
+Volume *volume_ref(Volume *v)
+{
+	__atomic_add_fetch(&v->refs, 1, __ATOMIC_SEQ_CST);
+	return v;
+}
+
+Volume *volume_unref(Volume *v)
+{
+	if (!v)
+		return NULL;
+	if (__atomic_sub_fetch(&v->refs, 1, __ATOMIC_SEQ_CST) > 0)
+		return NULL;
+	volume_mounts_clear(v);
+	free(v->corrupt);
+	free(v->bind_options);
+	json_decref(v->selftest);
+	pthread_mutex_destroy(&v->op_lock);
+	free(v);
+	return NULL;
+}
+
+unsigned volume_mount_total(const Volume *v)
+{
+	unsigned t = 0;
+
+	for (size_t i = 0; i < v->n_mounts; i++)
+		t += v->mounts[i].count;
+	return t;
+}
+
+bool mount_id_is_valid(const char *id)
+{
+	size_t n = id ? strlen(id) : 0;
+	return n > 0 && n <= MOUNT_ID_MAX && string_is_printable_ascii(id);
+}
+
+int volume_mount_add(Volume *v, const char *id)
+{
+	MountRef *m;
+
+	for (size_t i = 0; i < v->n_mounts; i++)
+		if (streq(v->mounts[i].id, id)) {
+			if (v->mounts[i].count >= 1000000)
+				return -EOVERFLOW;
+			v->mounts[i].count++;
+			return 0;
+		}
+	if (v->n_mounts >= MOUNT_IDS_MAX)
+		return -EMLINK;
+	m = realloc(v->mounts, (v->n_mounts + 1) * sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	v->mounts = m;
+	m[v->n_mounts].id = strdup(id);
+	if (!m[v->n_mounts].id)
+		return -ENOMEM;
+	m[v->n_mounts].count = 1;
+	v->n_mounts++;
+	return 0;
+}
+
+int volume_mount_drop(Volume *v, const char *id)
+{
+	for (size_t i = 0; i < v->n_mounts; i++) {
+		if (!streq(v->mounts[i].id, id))
+			continue;
+		if (--v->mounts[i].count == 0) {
+			free(v->mounts[i].id);
+			v->mounts[i] = v->mounts[--v->n_mounts];
+		}
+		return 1;
+	}
+	return 0;
+}
+
+void volume_mounts_clear(Volume *v)
+{
+	for (size_t i = 0; i < v->n_mounts; i++)
+		free(v->mounts[i].id);
+	free(v->mounts);
+	v->mounts = NULL;
+	v->n_mounts = 0;
+}
+
+void format_rfc3339(int64_t t, char *buf, size_t len)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (!gmtime_r(&tt, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
+		snprintf(buf, len, "1970-01-01T00:00:00Z");
+}
+
+static json_t *record_body(const Volume *v, bool with_mounts)
+{
+	json_t *j = json_object(), *opts, *mounts;
+
+	if (!j)
+		return NULL;
+	opts = volume_options_to_json(&v->opts);
+	if (!opts) {
+		json_decref(j);
+		return NULL;
+	}
+	json_object_set_new(j, "version", json_integer(RECORD_VERSION));
+	json_object_set_new(j, "name", json_string(v->name));
+	json_object_set_new(j, "state", json_string(volume_state_to_string(v->state)));
+	json_object_set_new(j, "options", opts);
+	json_object_set_new(j, "partition_uuid", json_string(v->partition_uuid));
+	json_object_set_new(j, "partition_label", json_string(v->partition_label));
+	json_object_set_new(j, "created_at", json_integer(v->created_at));
+	if (v->projid)
+		json_object_set_new(j, "projid", json_integer(v->projid));
+	if (with_mounts) {
+		mounts = json_object();
+		for (size_t i = 0; mounts && i < v->n_mounts; i++)
+			json_object_set_new(mounts, v->mounts[i].id, json_integer(v->mounts[i].count));
+		json_object_set_new(j, "mounts", mounts);
+	}
+	return j;
+}
+
+static uint32_t body_crc(json_t *body)
+{
+	char *s = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
+	uint32_t c;
+
+	if (!s)
+		return 0;
+	c = crc32c(0, s, strlen(s));
+	free(s);
+	return c;
+}
+
+json_t *volume_record_to_json(const Volume *v, bool with_mounts)
+{
+	json_t *j = record_body(v, with_mounts);
+
+	if (j)
+		json_object_set_new(j, "crc", json_integer(body_crc(j)));
+	return j;
+}
+
+char *volume_record_dump(const Volume *v, bool with_mounts)
+{
+	json_t *j = volume_record_to_json(v, with_mounts);
+	char *s;
+
+	if (!j)
+		return NULL;
+	s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(j);
+	return s;
+}
+
+static int perr(char **reterr_msg, const char *fmt, ...) _printf_(2, 3);
+static int perr(char **reterr_msg, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (reterr_msg) {
+		free(*reterr_msg);
+		va_start(ap, fmt);
+		if (vasprintf(reterr_msg, fmt, ap) < 0)
+			*reterr_msg = NULL;
+		va_end(ap);
+	}
+	return -EUCLEAN;
+}
+
+static int copy_short_string(json_t *j, const char *key, char *dst, size_t size, char **reterr_msg)
+{
+	json_t *s = json_object_get(j, key);
+
+	if (!json_is_string(s) || json_string_length(s) >= size || strlen(json_string_value(s)) != json_string_length(s) ||
+	    !string_is_printable_ascii(json_string_value(s)))
+		return perr(reterr_msg, "field '%s' is missing or invalid", key);
+	strcpy(dst, json_string_value(s));
+	return 0;
+}
+
+int volume_record_parse(const char *buf, size_t len, Volume **ret, char **reterr_msg)
+{
+	json_error_t jerr;
+	json_t *j, *crc, *opts, *mounts, *x, *val;
+	Volume *v = NULL;
+	const char *key;
+	char name[VOLUME_NAME_MAX + 2];
+	int r;
+
+	if (len > RECORD_SIZE_MAX)
+		return perr(reterr_msg, "record larger than %d bytes", RECORD_SIZE_MAX);
+	j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!j)
+		return perr(reterr_msg, "not valid JSON: %s", jerr.text);
+	if (!json_is_object(j)) {
+		r = perr(reterr_msg, "not a JSON object");
+		goto out;
+	}
+	x = json_object_get(j, "version");
+	if (!json_is_integer(x) || json_integer_value(x) != RECORD_VERSION) {
+		r = perr(reterr_msg, "unsupported record version");
+		goto out;
+	}
+	crc = json_object_get(j, "crc");
+	if (!json_is_integer(crc)) {
+		r = perr(reterr_msg, "no checksum");
+		goto out;
+	}
+	{
+		json_int_t want = json_integer_value(crc);
+		json_incref(crc);
+		json_object_del(j, "crc");
+		if ((json_int_t)body_crc(j) != want) {
+			json_decref(crc);
+			r = perr(reterr_msg, "checksum mismatch");
+			goto out;
+		}
+		json_object_set_new(j, "crc", crc);
+	}
+
+	r = copy_short_string(j, "name", name, sizeof(name), reterr_msg);
+	if (r < 0)
+		goto out;
+	if (!volume_name_is_valid(name)) {
+		r = perr(reterr_msg, "invalid volume name");
+		goto out;
+	}
+	v = volume_new(name);
+	if (!v) {
+		r = -ENOMEM;
+		goto out;
+	}
+	x = json_object_get(j, "state");
+	v->state = volume_state_from_string(json_string_value(x));
+	if (v->state < 0) {
+		r = perr(reterr_msg, "invalid state");
+		goto out;
+	}
+	opts = json_object_get(j, "options");
+	if (!json_is_object(opts)) {
+		r = perr(reterr_msg, "field 'options' is missing");
+		goto out;
+	}
+	{
+		_cleanup_free_ char *oerr = NULL;
+		if (volume_options_parse(opts, &v->opts, &oerr) < 0) {
+			r = perr(reterr_msg, "invalid options: %s", oerr ? oerr : "?");
+			goto out;
+		}
+	}
+	r = copy_short_string(j, "partition_uuid", v->partition_uuid, sizeof(v->partition_uuid), reterr_msg);
+	if (r == 0)
+		r = copy_short_string(j, "partition_label", v->partition_label, sizeof(v->partition_label),
+				      reterr_msg);
+	if (r < 0)
+		goto out;
+	x = json_object_get(j, "created_at");
+	if (!json_is_integer(x) || json_integer_value(x) < 0) {
+		r = perr(reterr_msg, "field 'created_at' is missing or invalid");
+		goto out;
+	}
+	v->created_at = json_integer_value(x);
+	x = json_object_get(j, "projid");
+	if (x) {
+		if (!json_is_integer(x) || json_integer_value(x) <= 0 || json_integer_value(x) > UINT32_MAX - 1) {
+			r = perr(reterr_msg, "field 'projid' is invalid");
+			goto out;
+		}
+		v->projid = (uint32_t)json_integer_value(x);
+	}
+	mounts = json_object_get(j, "mounts");
+	if (mounts && !json_is_object(mounts)) {
+		r = perr(reterr_msg, "field 'mounts' is invalid");
+		goto out;
+	}
+	json_object_foreach(mounts, key, val) {
+		json_int_t n = json_is_integer(val) ? json_integer_value(val) : 0;
+		if (!mount_id_is_valid(key) || n <= 0 || n > 1000000) {
+			r = perr(reterr_msg, "invalid mount count");
+			goto out;
+		}
+		r = volume_mount_add(v, key);
+		if (r < 0)
+			goto out;
+		v->mounts[v->n_mounts - 1].count = (unsigned)n;
+	}
+	*ret = TAKE_PTR(v);
+	r = 0;
+out:
+	volume_unref(v);
+	json_decref(j);
+	return r;
+}
