@@ -1,0 +1,283 @@
+/* SPDX-License-Identifier: MIT */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "probe.h"
+#include "testbed.h"
+
+extern char **environ;
+
+int run_cmd(const char *const *argv)
+{
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	int st, r;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+	r = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (r != 0)
+		return -r;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+void testbed_require_root(void)
+{
+	if (geteuid() != 0)
+		cr_skip_test("needs root (loop devices, mount)");
+	if (access("/usr/sbin/mkfs.xfs", X_OK) != 0 && access("/sbin/mkfs.xfs", X_OK) != 0)
+		cr_skip_test("needs mkfs.xfs (package xfsprogs)");
+}
+
+static const char *daemon_binary(void)
+{
+	const char *b = getenv("NVMEVOL_BINARY");
+	return b ? b : "build/src/nvmevol";
+}
+
+int testbed_attach(Testbed *tb, int i)
+{
+	TestbedPartition *p = &tb->parts[i];
+	char cmd[700];
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "losetup --find --show --direct-io=on %s", p->image);
+	f = popen(cmd, "r");
+	if (!f)
+		return -errno;
+	if (!fgets(p->device, sizeof(p->device), f)) {
+		pclose(f);
+		return -EIO;
+	}
+	pclose(f);
+	p->device[strcspn(p->device, "\n")] = '\0';
+	p->attached = true;
+	return 0;
+}
+
+int testbed_detach(Testbed *tb, int i)
+{
+	TestbedPartition *p = &tb->parts[i];
+
+	if (!p->attached)
+		return 0;
+	p->attached = false;
+	return RUN("losetup", "-d", p->device) == 0 ? 0 : -EIO;
+}
+
+int testbed_init(Testbed *tb, int n_parts)
+{
+	uint32_t rnd = 0;
+	const char *base = getenv("NVMEVOL_TEST_TMPDIR");
+
+	memset(tb, 0, sizeof(*tb));
+	tb->pid = -1;
+	(void)getrandom(&rnd, sizeof(rnd), 0);
+	snprintf(tb->prefix, sizeof(tb->prefix), "nvt%05u", rnd % 100000);
+	snprintf(tb->dir, sizeof(tb->dir), "%s/nvmevol-test.XXXXXX", base ? base : "/tmp");
+	if (!mkdtemp(tb->dir))
+		return -errno;
+	snprintf(tb->sock, sizeof(tb->sock), "%s/s.sock", tb->dir);
+	snprintf(tb->state, sizeof(tb->state), "%s/state", tb->dir);
+	snprintf(tb->prop, sizeof(tb->prop), "%s/prop", tb->dir);
+	snprintf(tb->parts_root, sizeof(tb->parts_root), "%s/parts", tb->dir);
+	snprintf(tb->log, sizeof(tb->log), "%s/daemon.log", tb->dir);
+
+	for (int i = 0; i < n_parts; i++) {
+		TestbedPartition *p = &tb->parts[i];
+		ProbedDevice d = { 0 };
+		int fd;
+
+		snprintf(p->image, sizeof(p->image), "%s/part%d.img", tb->dir, i);
+		snprintf(p->label, sizeof(p->label), "%s%c", tb->prefix, 'a' + i);
+		fd = open(p->image, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+		if (fd < 0 || ftruncate(fd, 320LL << 20) < 0)
+			return -errno;
+		close(fd);
+		if (testbed_attach(tb, i) < 0)
+			return -EIO;
+		tb->n_parts++;
+		if (RUN("mkfs.xfs", "-q", "-f", "-L", p->label, p->device) != 0)
+			return -EIO;
+		if (probe_device(p->device, &d) < 0 || !d.uuid)
+			return -EIO;
+		snprintf(p->uuid, sizeof(p->uuid), "%s", d.uuid);
+		probed_device_done(&d);
+	}
+	return 0;
+}
+
+int testbed_start(Testbed *tb, const char *const *extra_env)
+{
+	char *env[64];
+	char e_sock[400], e_state[400], e_prop[400], e_parts[400], e_prefix[64];
+	const char *argv[] = { daemon_binary(), NULL };
+	posix_spawn_file_actions_t fa;
+	int n = 0, r;
+
+	snprintf(e_sock, sizeof(e_sock), "NVMEVOL_SOCKET=%s", tb->sock);
+	snprintf(e_state, sizeof(e_state), "NVMEVOL_STATE_DIR=%s", tb->state);
+	snprintf(e_prop, sizeof(e_prop), "NVMEVOL_PROPAGATED_MOUNT=%s", tb->prop);
+	snprintf(e_parts, sizeof(e_parts), "NVMEVOL_PARTITION_ROOT=%s", tb->parts_root);
+	snprintf(e_prefix, sizeof(e_prefix), "NVMEVOL_LABEL_PREFIX=%s", tb->prefix);
+	env[n++] = e_sock;
+	env[n++] = e_state;
+	env[n++] = e_prop;
+	env[n++] = e_parts;
+	env[n++] = e_prefix;
+	env[n++] = (char *)"NVMEVOL_LOG_LEVEL=debug";
+	env[n++] = (char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin";
+	for (const char *const *e = extra_env; e && *e && n < 60; e++)
+		env[n++] = (char *)*e;
+	/* Sanitizer settings of the test run apply to the daemon too. */
+	if (getenv("ASAN_OPTIONS")) {
+		static char a[512];
+		snprintf(a, sizeof(a), "ASAN_OPTIONS=%s", getenv("ASAN_OPTIONS"));
+		env[n++] = a;
+	}
+	if (getenv("UBSAN_OPTIONS")) {
+		static char u[512];
+		snprintf(u, sizeof(u), "UBSAN_OPTIONS=%s", getenv("UBSAN_OPTIONS"));
+		env[n++] = u;
+	}
+	env[n] = NULL;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, tb->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+	r = posix_spawn(&tb->pid, argv[0], &fa, NULL, (char *const *)argv, env);
+	posix_spawn_file_actions_destroy(&fa);
+	if (r != 0) {
+		tb->pid = -1;
+		return -r;
+	}
+	/* Ready when Capabilities is answered (the socket accepts only after start-up). */
+	for (int i = 0; i < 200; i++) {
+		ClientReply rep = { 0 };
+		int st;
+
+		if (client_post(tb->sock, "/VolumeDriver.Capabilities", &rep, "{}") == 0 && rep.status == 200) {
+			client_reply_done(&rep);
+			return 0;
+		}
+		client_reply_done(&rep);
+		if (waitpid(tb->pid, &st, WNOHANG) == tb->pid) {
+			tb->pid = -1;
+			return -ECHILD;
+		}
+		usleep(50 * 1000);
+	}
+	return -ETIMEDOUT;
+}
+
+int testbed_stop(Testbed *tb, int sig)
+{
+	int st = 0;
+
+	if (tb->pid <= 0)
+		return 0;
+	kill(tb->pid, sig);
+	while (waitpid(tb->pid, &st, 0) < 0 && errno == EINTR)
+		;
+	tb->pid = -1;
+	return st;
+}
+
+/* Unmounts everything below the testbed directory, deepest first. */
+static void unmount_below(const char *dir)
+{
+	for (int pass = 0; pass < 8; pass++) {
+		char line[4096], targets[64][512];
+		int n = 0;
+		FILE *f = fopen("/proc/self/mountinfo", "r");
+
+		if (!f)
+			return;
+		while (fgets(line, sizeof(line), f) && n < 64) {
+			char target[512];
+			if (sscanf(line, "%*d %*d %*s %*s %511s", target) == 1 && strncmp(target, dir, strlen(dir)) == 0)
+				snprintf(targets[n++], sizeof(targets[0]), "%s", target);
+		}
+		fclose(f);
+		if (n == 0)
+			return;
+		for (int i = n - 1; i >= 0; i--)
+			(void)umount2(targets[i], MNT_DETACH);
+	}
+}
+
+void testbed_destroy(Testbed *tb)
+{
+	if (!tb->dir[0])
+		return;
+	testbed_stop(tb, SIGKILL);
+	unmount_below(tb->dir);
+	for (int i = 0; i < tb->n_parts; i++)
+		testbed_detach(tb, i);
+	if (getenv("NVMEVOL_TEST_KEEP") == NULL)
+		RUN("rm", "-rf", "--one-file-system", tb->dir);
+	tb->dir[0] = '\0';
+}
+
+void testbed_part_mountpoint(Testbed *tb, int i, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s", tb->parts_root, tb->parts[i].uuid);
+}
+
+void testbed_volume_dir(Testbed *tb, int i, const char *name, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s/nvmevol/volumes/%s", tb->parts_root, tb->parts[i].uuid, name);
+}
+
+int tb_call(Testbed *tb, const char *endpoint, ClientReply *ret, const char *fmt, ...)
+{
+	char path[128], *body = NULL;
+	va_list ap;
+	int r;
+
+	client_reply_done(ret);
+	snprintf(path, sizeof(path), "/VolumeDriver.%s", endpoint);
+	va_start(ap, fmt);
+	r = vasprintf(&body, fmt, ap);
+	va_end(ap);
+	if (r < 0)
+		return -1;
+	r = client_request(tb->sock, "POST", path, body, strlen(body), ret);
+	free(body);
+	if (r < 0)
+		return -1;
+	return ret->status == 200 && client_err(ret)[0] == '\0' ? 0 : -1;
+}
+
+char *mountinfo_line(const char *target)
+{
+	char line[4096], t[512], *found = NULL;
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+
+	if (!f)
+		return NULL;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "%*d %*d %*s %*s %511s", t) == 1 && strcmp(t, target) == 0) {
+			free(found);
+			found = strdup(line);
+		}
+	fclose(f);
+	return found;
+}

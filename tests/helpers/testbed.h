@@ -1,0 +1,63 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A throw-away world for privileged tests: a temporary directory, loop-backed
+ * XFS partitions with a unique label prefix, and the real nvmevol daemon
+ * started on a socket inside it. Everything is torn down by testbed_destroy().
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "client.h"
+
+#define TESTBED_MAX_PARTS 4
+
+typedef struct TestbedPartition {
+	char image[512];
+	char device[64];
+	char label[16];
+	char uuid[64];
+	bool attached;
+} TestbedPartition;
+
+typedef struct Testbed {
+	char dir[256];
+	char sock[300];
+	char state[300];
+	char prop[300];
+	char parts_root[300];
+	char prefix[16];
+	TestbedPartition parts[TESTBED_MAX_PARTS];
+	int n_parts;
+	pid_t pid;
+	char log[300];
+} Testbed;
+
+/* Runs argv (NULL-terminated); returns the exit status, or -errno. */
+int run_cmd(const char *const *argv);
+#define RUN(...) run_cmd((const char *const[]){ __VA_ARGS__, NULL })
+
+/* Skips the current Criterion test unless root and the tools exist. */
+void testbed_require_root(void);
+
+int testbed_init(Testbed *tb, int n_parts);
+/* Starts the daemon with the testbed's settings plus "NAME=value" strings in @extra_env (NULL-terminated). */
+int testbed_start(Testbed *tb, const char *const *extra_env);
+/* Sends @sig and waits; SIGKILL for a crash, SIGTERM for a clean stop. */
+int testbed_stop(Testbed *tb, int sig);
+void testbed_destroy(Testbed *tb);
+
+/* Where the daemon mounted partition @i (<parts_root>/<uuid>). */
+void testbed_part_mountpoint(Testbed *tb, int i, char *buf, size_t len);
+/* <mountpoint of partition i>/nvmevol/volumes/<name> */
+void testbed_volume_dir(Testbed *tb, int i, const char *name, char *buf, size_t len);
+int testbed_detach(Testbed *tb, int i);
+int testbed_attach(Testbed *tb, int i);
+
+/* API shortcuts: return 0 on success (no Err), else -1 with *ret_err set (borrowed until the next call). */
+int tb_call(Testbed *tb, const char *endpoint, ClientReply *ret, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* The /proc/self/mountinfo line whose mount point is @target, or NULL (malloc'd). */
+char *mountinfo_line(const char *target);

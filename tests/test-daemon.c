@@ -1,0 +1,505 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The real daemon on real loop-backed XFS partitions, driven over its socket:
+ * the whole lifecycle, every option, bad input, restarts, a missing
+ * partition, a corrupt record. Flags are checked in /proc/self/mountinfo,
+ * owner and mode with stat().
+ */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "helpers/testbed.h"
+#include "volume.h"
+
+static Testbed tb;
+static ClientReply rep;
+
+static void setup2(void)
+{
+	testbed_require_root();
+	cr_assert_eq(testbed_init(&tb, 2), 0, "cannot create loop XFS partitions");
+	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0,
+		     "daemon did not start; log in %s", tb.log);
+}
+
+static void teardown(void)
+{
+	client_reply_done(&rep);
+	testbed_destroy(&tb);
+}
+
+TestSuite(daemon, .init = setup2, .fini = teardown, .timeout = 120);
+
+static const char *status_str(const char *key)
+{
+	json_t *st = json_object_get(json_object_get(rep.json, "Volume"), "Status");
+	return json_string_value(json_object_get(st, key));
+}
+
+static json_t *status_obj(const char *key)
+{
+	return json_object_get(json_object_get(json_object_get(rep.json, "Volume"), "Status"), key);
+}
+
+static bool exists(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0;
+}
+
+static int list_count(void)
+{
+	cr_assert_eq(tb_call(&tb, "List", &rep, "{}"), 0);
+	return (int)json_array_size(json_object_get(rep.json, "Volumes"));
+}
+
+Test(daemon, lifecycle_with_owner_mode_and_verified_flags)
+{
+	char dir[700], mp[400], file[800], partmp[400];
+	struct stat st;
+	char *line;
+	FILE *f;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"pgdata\",\"Opts\":{\"uid\":\"999\",\"gid\":\"999\",\"mode\":\"0700\"}}"),
+		     0, "%s", client_err(&rep));
+	/* The served directory exists on one partition, owned and moded as asked. */
+	testbed_volume_dir(&tb, 0, "pgdata", dir, sizeof(dir));
+	if (!exists(dir))
+		testbed_volume_dir(&tb, 1, "pgdata", dir, sizeof(dir));
+	cr_assert_eq(stat(dir, &st), 0, "volume directory missing on both partitions");
+	cr_assert_eq(st.st_uid, 999);
+	cr_assert_eq(st.st_gid, 999);
+	cr_assert_eq(st.st_mode & 07777, 0700);
+
+	/* Get: RFC 3339 CreatedAt and a Status object with partition, options, owner, mode. */
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"pgdata\"}"), 0);
+	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(rep.json, "Volume"), "Name")), "pgdata");
+	const char *created = json_string_value(json_object_get(json_object_get(rep.json, "Volume"), "CreatedAt"));
+	cr_assert(created && strlen(created) == 20 && created[10] == 'T' && created[19] == 'Z', "CreatedAt %s", created);
+	cr_assert_str_eq(status_str("owner"), "999:999");
+	cr_assert_str_eq(status_str("mode"), "0700");
+	cr_assert_str_eq(status_str("state"), "ready");
+	json_t *part = status_obj("partition");
+	cr_assert(strstr(json_string_value(json_object_get(part, "mount_options")), "noatime"));
+	cr_assert(strncmp(json_string_value(json_object_get(part, "label")), tb.prefix, strlen(tb.prefix)) == 0);
+	cr_assert_not_null(json_object_get(part, "uuid"));
+	cr_assert_not_null(json_object_get(part, "device"));
+
+	/* Mount: a bind of the volume directory, noatime,nodiratime, from the partition's device. */
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"pgdata\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
+	snprintf(mp, sizeof(mp), "%s/pgdata", tb.prop);
+	cr_assert_str_eq(json_string_value(json_object_get(rep.json, "Mountpoint")), mp);
+	line = mountinfo_line(mp);
+	cr_assert_not_null(line, "no mountinfo entry at %s", mp);
+	cr_assert(strstr(line, " /nvmevol/volumes/pgdata "), "root: %s", line);
+	cr_assert(strstr(line, "noatime") && strstr(line, "nodiratime"), "flags: %s", line);
+	cr_assert(strstr(line, " - xfs "), "fstype: %s", line);
+	free(line);
+
+	/* The partition mount itself: noatime,nodiratime and never shared. */
+	for (int i = 0; i < 2; i++) {
+		testbed_part_mountpoint(&tb, i, partmp, sizeof(partmp));
+		line = mountinfo_line(partmp);
+		cr_assert_not_null(line, "partition %d not mounted", i);
+		cr_assert(strstr(line, "noatime") && strstr(line, "nodiratime"), "%s", line);
+		cr_assert_null(strstr(line, "shared:"), "%s", line);
+		free(line);
+	}
+
+	/* A file written through the mountpoint is on the XFS partition. */
+	snprintf(file, sizeof(file), "%s/hello", mp);
+	f = fopen(file, "w");
+	cr_assert_not_null(f);
+	fputs("data", f);
+	fclose(f);
+	snprintf(file, sizeof(file), "%s/hello", dir);
+	cr_assert(exists(file), "file not visible on the partition at %s", file);
+
+	cr_assert_eq(tb_call(&tb, "Path", &rep, "{\"Name\":\"pgdata\"}"), 0);
+	cr_assert_str_eq(json_string_value(json_object_get(rep.json, "Mountpoint")), mp);
+	cr_assert_eq(tb_call(&tb, "List", &rep, "{}"), 0);
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(json_object_get(rep.json, "Volumes"), 0), "Mountpoint")), mp);
+
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"pgdata\",\"ID\":\"c1\"}"), 0);
+	cr_assert_null(mountinfo_line(mp));
+	cr_assert(!exists(mp), "mountpoint directory left behind");
+	cr_assert_eq(tb_call(&tb, "Path", &rep, "{\"Name\":\"pgdata\"}"), 0);
+	cr_assert_str_eq(json_string_value(json_object_get(rep.json, "Mountpoint")), "");
+
+	cr_assert_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"pgdata\"}"), 0, "%s", client_err(&rep));
+	cr_assert(!exists(dir), "volume directory still there after Remove");
+	cr_assert_eq(list_count(), 0);
+	cr_assert_neq(tb_call(&tb, "Get", &rep, "{\"Name\":\"pgdata\"}"), 0);
+	cr_assert(strstr(client_err(&rep), "no such volume"));
+}
+
+Test(daemon, mount_counts_per_id_like_docker_cp)
+{
+	char mp[400];
+
+	snprintf(mp, sizeof(mp), "%s/v1", tb.prop);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"v1\"}"), 0);
+	/* Container start, then docker cp with the same ID, then the cp's Unmount. */
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"v1\",\"ID\":\"i1\"}"), 0);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"v1\",\"ID\":\"i1\"}"), 0);
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"v1\",\"ID\":\"i1\"}"), 0);
+	char *line = mountinfo_line(mp);
+	cr_assert_not_null(line, "unmounted under a running container after docker cp");
+	free(line);
+	/* Exactly one mount entry, no stacking. */
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"v1\",\"ID\":\"i2\"}"), 0);
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	char buf[4096];
+	int n = 0;
+	while (fgets(buf, sizeof(buf), f))
+		if (strstr(buf, mp))
+			n++;
+	fclose(f);
+	cr_assert_eq(n, 1, "%d mount entries at %s", n, mp);
+
+	cr_assert_neq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"v1\"}"), 0);
+	cr_assert(strstr(client_err(&rep), "in use"), "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"v1\",\"ID\":\"i1\"}"), 0);
+	line = mountinfo_line(mp);
+	cr_assert_not_null(line);
+	free(line);
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"v1\",\"ID\":\"i2\"}"), 0);
+	cr_assert_null(mountinfo_line(mp));
+	/* Unknown IDs and unknown volumes unmount fine and change nothing. */
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"v1\",\"ID\":\"never\"}"), 0);
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"nosuch\",\"ID\":\"x\"}"), 0);
+	cr_assert_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"v1\"}"), 0);
+	cr_assert_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"v1\"}"), 0, "second Remove must be idempotent");
+	cr_assert_neq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"nosuch\",\"ID\":\"x\"}"), 0);
+	cr_assert(!exists(mp));
+}
+
+Test(daemon, partition_option_and_placement_by_free_space)
+{
+	char dir[700], fill[700];
+	int fd;
+
+	/* Pinned by label, then by UUID. */
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"onb\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[1].label), 0,
+		     "%s", client_err(&rep));
+	testbed_volume_dir(&tb, 1, "onb", dir, sizeof(dir));
+	cr_assert(exists(dir));
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"ona\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[0].uuid), 0);
+	testbed_volume_dir(&tb, 0, "ona", dir, sizeof(dir));
+	cr_assert(exists(dir));
+	cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"onz\",\"Opts\":{\"partition\":\"nosuchlabel\"}}"), 0);
+	cr_assert(strstr(client_err(&rep), "nosuchlabel") && strstr(client_err(&rep), tb.parts[0].label),
+		  "Err should name the available partitions: %s", client_err(&rep));
+
+	/* Fill partition a: the next unpinned volume goes to b, the one with more free space. */
+	snprintf(fill, sizeof(fill), "%s/fill", dir);
+	fd = open(fill, O_CREAT | O_WRONLY, 0600);
+	cr_assert(fd >= 0);
+	cr_assert_eq(posix_fallocate(fd, 0, 150LL << 20), 0);
+	close(fd);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"free1\"}"), 0);
+	testbed_volume_dir(&tb, 1, "free1", dir, sizeof(dir));
+	cr_assert(exists(dir), "volume not placed on the partition with the most free space");
+}
+
+Test(daemon, create_is_idempotent_and_rejects_different_options)
+{
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"same\",\"Opts\":{\"mode\":\"700\",\"uid\":\"5\"}}"), 0);
+	for (int i = 0; i < 10; i++)
+		cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"same\",\"Opts\":{\"uid\":\"5\",\"mode\":\"0700\"}}"), 0,
+			     "repeat %d: %s", i, client_err(&rep));
+	cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"same\",\"Opts\":{\"uid\":\"6\",\"mode\":\"0700\"}}"), 0);
+	cr_assert(strstr(client_err(&rep), "different options") && strstr(client_err(&rep), "uid: 5 (existing) vs 6 (requested)"),
+		  "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"same\"}"), 0);
+	cr_assert_str_eq(status_str("owner"), "5:0");
+	cr_assert_eq(list_count(), 1);
+}
+
+Test(daemon, bad_options_fail_and_create_nothing)
+{
+	static const char *const bad[] = {
+		"{\"bogus\":\"1\"}", "{\"uid\":\"-1\"}", "{\"uid\":\"abc\"}", "{\"gid\":\"4294967295\"}",
+		"{\"mode\":\"999\"}", "{\"mode\":\"rwx\"}", "{\"size\":\"abc\"}", "{\"size\":\"-1\"}",
+		"{\"size\":\"1.5.5G\"}", "{\"size\":\"99999999999999999999T\"}", "{\"size\":\"\"}",
+		"{\"selftest\":\"maybe\"}", "{\"min_iops\":\"fast\"}", "{\"uid\":1}", "[]", "\"x\"",
+		"{\"partition\":\"a/b\"}",
+	};
+	char dir[700];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"bad%zu\",\"Opts\":%s}", i, bad[i]), 0, "accepted %s", bad[i]);
+		cr_assert(strlen(client_err(&rep)) > 10, "unclear Err for %s: %s", bad[i], client_err(&rep));
+		testbed_volume_dir(&tb, 0, "bad0", dir, sizeof(dir));
+	}
+	cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"unk\",\"Opts\":{\"bogus\":\"1\"}}"), 0);
+	cr_assert(strstr(client_err(&rep), "valid options") && strstr(client_err(&rep), "uid"), "%s", client_err(&rep));
+	cr_assert_eq(list_count(), 0);
+}
+
+Test(daemon, size_without_quota_support_is_refused_clearly)
+{
+	char dir[700], idx[500];
+
+	cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"sized\",\"Opts\":{\"size\":\"10M\"}}"), 0);
+	cr_assert(strstr(client_err(&rep), "quota"), "%s", client_err(&rep));
+	for (int i = 0; i < 2; i++) {
+		testbed_volume_dir(&tb, i, "sized", dir, sizeof(dir));
+		cr_assert(!exists(dir));
+	}
+	snprintf(idx, sizeof(idx), "%s/index/sized.json", tb.state);
+	cr_assert(!exists(idx));
+	cr_assert_eq(list_count(), 0);
+}
+
+Test(daemon, hostile_names_and_malformed_requests_change_nothing)
+{
+	static const char *const bad_names[] = {
+		"a", ".", "..", "...", "./x", "../x", "x/../../y", "/abs", "/", "a/b", "~", ".hidden", "-x",
+		"a b", "a\\tb", "a\\nb", "a:b", "a\\\\b", "%2e%2e", "\\u00fc1", "a\\u0000b", "",
+	};
+	static const char *const bad_bodies[] = {
+		"{", "[]", "\"x\"", "1", "null", "{} x", "{\"Name\":1}", "{\"Name\":null}", "{\"Name\":{}}",
+		"{\"Name\":\"a1\",\"Name\":\"../x\"}", "{}", "\xff\xfe", "{\"Name\":\"ok1\",\"Opts\":[]}",
+		"{\"Name\":\"ok2\",\"Opts\":{\"uid\":5}}",
+	};
+	char longname[300], n128[129], n129[130];
+
+	for (size_t i = 0; i < sizeof(bad_names) / sizeof(bad_names[0]); i++) {
+		for (const char *ep = "Create"; ep; ep = strcmp(ep, "Create") == 0 ? "Get" : strcmp(ep, "Get") == 0 ? "Remove" : NULL)
+			cr_assert_neq(tb_call(&tb, ep, &rep, "{\"Name\":\"%s\"}", bad_names[i]), 0, "%s accepted '%s'", ep, bad_names[i]);
+	}
+	memset(longname, 'x', 299);
+	longname[299] = '\0';
+	cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"%s\"}", longname), 0);
+	for (size_t i = 0; i < sizeof(bad_bodies) / sizeof(bad_bodies[0]); i++)
+		cr_assert_neq(tb_call(&tb, "Create", &rep, "%s", bad_bodies[i]), 0, "accepted body %s", bad_bodies[i]);
+	cr_assert_neq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"ok\"}"), 0, "Mount without ID");
+	cr_assert_neq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"ok\",\"ID\":\"\"}"), 0, "Unmount with empty ID");
+
+	/* Unknown endpoint, wrong method, oversized body. */
+	cr_assert_eq(client_request(tb.sock, "POST", "/VolumeDriver.Nope", "{}", 2, &rep), 0);
+	cr_assert_eq(rep.status, 404);
+	cr_assert_not_null(json_object_get(rep.json, "Err"));
+	cr_assert_eq(client_request(tb.sock, "GET", "/VolumeDriver.List", NULL, 0, &rep), 0);
+	cr_assert_eq(rep.status, 405);
+	char *big = malloc(70 * 1024);
+	memset(big, ' ', 70 * 1024);
+	memcpy(big, "{\"Name\":\"big\"", 13);
+	big[70 * 1024 - 1] = '}';
+	cr_assert_eq(client_request(tb.sock, "POST", "/VolumeDriver.Create", big, 70 * 1024, &rep), 0);
+	cr_assert_eq(rep.status, 413);
+	free(big);
+
+	/* Valid edge names are accepted. */
+	memset(n128, 'n', 128);
+	n128[128] = '\0';
+	memset(n129, 'n', 129);
+	n129[129] = '\0';
+	cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"%s\"}", n129), 0);
+	cr_assert_eq(list_count(), 0, "something was created by bad input");
+	static const char *const good[] = { "ab", "name-with-dash", "name_with_underscore", "thing.d", "A1", "a..b" };
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"%s\"}", good[i]), 0, "rejected %s", good[i]);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"%s\"}", n128), 0);
+	/* Unknown top-level keys are ignored for forward compatibility. */
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"fwd\",\"Opts\":{},\"Future\":1}"), 0);
+	cr_assert_eq(list_count(), 8);
+	/* Activate and Capabilities. */
+	cr_assert_eq(client_request(tb.sock, "POST", "/Plugin.Activate", NULL, 0, &rep), 0);
+	cr_assert_str_eq(json_string_value(json_array_get(json_object_get(rep.json, "Implements"), 0)), "VolumeDriver");
+}
+
+Test(daemon, restart_keeps_volumes_options_and_mounts)
+{
+	char mp[400];
+
+	snprintf(mp, sizeof(mp), "%s/keep", tb.prop);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"keep\",\"Opts\":{\"uid\":\"7\",\"mode\":\"0750\"}}"), 0);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"idle\"}"), 0);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"keep\",\"ID\":\"c1\"}"), 0);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"keep\",\"ID\":\"c2\"}"), 0);
+
+	for (int round = 0; round < 2; round++) {
+		testbed_stop(&tb, round == 0 ? SIGKILL : SIGTERM);
+		char *line = mountinfo_line(mp);
+		cr_assert_not_null(line, "a stop of the plugin unmounted a volume in use");
+		free(line);
+		cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0);
+		cr_assert_eq(list_count(), 2);
+		cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"keep\"}"), 0);
+		cr_assert_eq(json_integer_value(status_obj("mount_count")), 2);
+		cr_assert_str_eq(json_string_value(json_object_get(status_obj("options"), "mode")), "0750");
+		cr_assert_str_eq(json_string_value(json_object_get(status_obj("options"), "uid")), "7");
+	}
+	/* Unmounts with the IDs from before the restarts bring it down. */
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"keep\",\"ID\":\"c1\"}"), 0);
+	char *line = mountinfo_line(mp);
+	cr_assert_not_null(line);
+	free(line);
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"keep\",\"ID\":\"c2\"}"), 0);
+	cr_assert_null(mountinfo_line(mp));
+}
+
+Test(daemon, restart_after_binds_vanished_resets_counts_and_removes_strays)
+{
+	char mp[400], stray[400];
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"gone\"}"), 0);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"gone\",\"ID\":\"c1\"}"), 0);
+	testbed_stop(&tb, SIGKILL);
+	/* What `docker plugin disable` does: everything under PropagatedMount is unmounted. */
+	snprintf(mp, sizeof(mp), "%s/gone", tb.prop);
+	cr_assert_eq(umount2(mp, MNT_DETACH), 0);
+	/* And a stray mount no volume owns. */
+	snprintf(stray, sizeof(stray), "%s/stray", tb.prop);
+	mkdir(stray, 0755);
+	cr_assert_eq(mount("tmpfs", stray, "tmpfs", 0, NULL), 0);
+	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0);
+	cr_assert_null(mountinfo_line(stray), "stray mount left under PropagatedMount");
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"gone\"}"), 0);
+	cr_assert_eq(json_integer_value(status_obj("mount_count")), 0);
+	cr_assert_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"gone\"}"), 0, "%s", client_err(&rep));
+}
+
+Test(daemon, missing_partition_is_reported_never_forgotten)
+{
+	char partmp[400];
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"away\",\"Opts\":{\"partition\":\"%s\",\"uid\":\"3\"}}", tb.parts[1].label), 0);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"here\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[0].label), 0);
+	testbed_stop(&tb, SIGTERM);
+	testbed_part_mountpoint(&tb, 1, partmp, sizeof(partmp));
+	cr_assert_eq(umount2(partmp, 0), 0);
+	cr_assert_eq(testbed_detach(&tb, 1), 0);
+	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0);
+
+	/* Get must answer the volume (Docker would erase its record otherwise). */
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"away\"}"), 0, "%s", client_err(&rep));
+	cr_assert_str_eq(status_str("state"), "partition-missing");
+	cr_assert_str_eq(json_string_value(json_object_get(status_obj("options"), "uid")), "3");
+	cr_assert_eq(list_count(), 2);
+	cr_assert_neq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"away\",\"ID\":\"m1\"}"), 0);
+	cr_assert(strstr(client_err(&rep), tb.parts[1].label) && strstr(client_err(&rep), "not available"), "%s", client_err(&rep));
+	cr_assert_neq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"away\"}"), 0, "Remove must not forget a volume whose data it cannot reach");
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"here\",\"ID\":\"m1\"}"), 0, "other partitions keep working");
+
+	/* The disk comes back: the next Mount finds it without a restart. */
+	cr_assert_eq(testbed_attach(&tb, 1), 0);
+	sleep(1);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"away\",\"ID\":\"m2\"}"), 0, "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"away\"}"), 0);
+	cr_assert_str_eq(status_str("state"), "mounted");
+}
+
+Test(daemon, corrupt_record_is_isolated)
+{
+	char meta[600];
+	FILE *f;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"good\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[0].label), 0);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"bad\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[0].label), 0);
+	testbed_stop(&tb, SIGTERM);
+	snprintf(meta, sizeof(meta), "%s/%s/nvmevol/meta/bad.json", tb.parts_root, tb.parts[0].uuid);
+	f = fopen(meta, "w");
+	cr_assert_not_null(f);
+	fputs("{\"version\":1,\"name\":\"bad\",garbage", f);
+	fclose(f);
+	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"good\",\"ID\":\"x\"}"), 0, "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"bad\"}"), 0, "Get must still answer a volume with a bad record");
+	cr_assert_str_eq(status_str("state"), "record-unreadable");
+	cr_assert_neq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"bad\",\"ID\":\"x\"}"), 0);
+	cr_assert(strstr(client_err(&rep), "unreadable"), "%s", client_err(&rep));
+}
+
+static void rewrite_state(const char *meta, const char *state)
+{
+	char buf[8192], *out;
+	Volume *v = NULL;
+	size_t n;
+	FILE *f = fopen(meta, "r");
+
+	cr_assert_not_null(f, "%s", meta);
+	n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	cr_assert_eq(volume_record_parse(buf, n, &v, NULL), 0);
+	v->state = volume_state_from_string(state);
+	out = volume_record_dump(v, true);
+	f = fopen(meta, "w");
+	fputs(out, f);
+	fclose(f);
+	free(out);
+	volume_unref(v);
+}
+
+Test(daemon, interrupted_create_rolls_back_and_interrupted_remove_rolls_forward)
+{
+	char meta[600], dir[700], idx[500];
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"half\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[0].label), 0);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"dying\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[0].label), 0);
+	testbed_stop(&tb, SIGKILL);
+	/* The crash points: after the "creating" record, and after the "removing" record. */
+	snprintf(meta, sizeof(meta), "%s/%s/nvmevol/meta/half.json", tb.parts_root, tb.parts[0].uuid);
+	rewrite_state(meta, "creating");
+	snprintf(meta, sizeof(meta), "%s/%s/nvmevol/meta/dying.json", tb.parts_root, tb.parts[0].uuid);
+	rewrite_state(meta, "removing");
+	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0);
+
+	cr_assert_eq(list_count(), 0, "half-created or half-removed volume visible");
+	testbed_volume_dir(&tb, 0, "half", dir, sizeof(dir));
+	cr_assert(!exists(dir));
+	testbed_volume_dir(&tb, 0, "dying", dir, sizeof(dir));
+	cr_assert(!exists(dir));
+	snprintf(idx, sizeof(idx), "%s/index/half.json", tb.state);
+	cr_assert(!exists(idx));
+	cr_assert(!exists(meta));
+	/* The name is free again. */
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"half\"}"), 0);
+}
+
+Test(daemon, second_instance_on_the_same_state_is_refused)
+{
+	Testbed second = tb;
+	char buf[4096];
+	FILE *f;
+	size_t n;
+
+	snprintf(second.sock, sizeof(second.sock), "%s/s2.sock", tb.dir);
+	snprintf(second.log, sizeof(second.log), "%s/second.log", tb.dir);
+	second.pid = -1;
+	cr_assert_neq(testbed_start(&second, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0,
+		      "a second daemon started on a locked state directory");
+	f = fopen(second.log, "r");
+	cr_assert_not_null(f);
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	cr_assert(strstr(buf, "state locked"), "%s", buf);
+	cr_assert_eq(tb_call(&tb, "List", &rep, "{}"), 0, "the first instance must be unaffected");
+}
+
+Test(daemon, symlink_planted_at_the_mountpoint_is_never_followed)
+{
+	char mp[400], canary[400];
+	char *line;
+
+	snprintf(canary, sizeof(canary), "%s/canary", tb.dir);
+	cr_assert_eq(mkdir(canary, 0755), 0);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"trap\"}"), 0);
+	mkdir(tb.prop, 0755);
+	snprintf(mp, sizeof(mp), "%s/trap", tb.prop);
+	cr_assert_eq(symlink(canary, mp), 0);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"trap\",\"ID\":\"x\"}"), 0, "%s", client_err(&rep));
+	cr_assert_null(mountinfo_line(canary), "mounted onto the symlink's target");
+	line = mountinfo_line(mp);
+	cr_assert_not_null(line);
+	free(line);
+}

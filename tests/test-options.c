@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "options.h"
+
+static int parse(const char *json, VolumeOptions *o, char **err)
+{
+	json_t *j = json_loads(json, 0, NULL);
+	int r = volume_options_parse(j, o, err);
+	json_decref(j);
+	return r;
+}
+
+Test(options, names_follow_the_documented_pattern)
+{
+	static const char *const bad[] = { "a", ".", "..", "...", "./x", "../x", "x/../../y", "/abs", "/", "a/b", "~",
+					   ".hidden", "-x", "_x", "a b", "a\tb", "a\nb", "a:b", "a\\b", "%2e%2e", "\xc3\xbc" "1", "" };
+	static const char *const good[] = { "ab", "name", "name-with-dash", "name_with_underscore", "thing.d",
+					    "hello-world", "A1", "a..b", "0123456789abcdef" };
+	char n128[129], n129[130];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
+		cr_expect_not(volume_name_is_valid(bad[i]), "accepted '%s'", bad[i]);
+	for (size_t i = 0; i < sizeof(good) / sizeof(*good); i++)
+		cr_expect(volume_name_is_valid(good[i]), "rejected '%s'", good[i]);
+	memset(n128, 'a', 128);
+	n128[128] = 0;
+	memset(n129, 'a', 129);
+	n129[129] = 0;
+	cr_expect(volume_name_is_valid(n128));
+	cr_expect_not(volume_name_is_valid(n129));
+	cr_expect_not(volume_name_is_valid(NULL));
+}
+
+Test(options, parse_all_keys_and_canonical_form)
+{
+	VolumeOptions o;
+	char *err = NULL;
+	json_t *c;
+
+	cr_assert_eq(parse("{\"partition\":\"nvmevol-fast0\",\"uid\":\"999\",\"gid\":\"998\",\"mode\":\"700\","
+			   "\"size\":\"10240M\",\"inodes\":\"1000\",\"selftest\":\"enforce\",\"min_write_mbps\":\"100\","
+			   "\"min_read_mbps\":\"200.5\",\"min_iops\":\"5000\",\"max_p99_ms\":\"2\"}", &o, &err), 0, "%s", err);
+	cr_expect_str_eq(o.partition, "nvmevol-fast0");
+	cr_expect(o.has_uid && o.uid == 999);
+	cr_expect(o.has_gid && o.gid == 998);
+	cr_expect(o.has_mode && o.mode == 0700);
+	cr_expect_eq(o.size_bytes, 10ULL << 30);
+	cr_expect_eq(o.inodes, 1000);
+	cr_expect_eq(o.selftest, SELFTEST_POLICY_ENFORCE);
+	cr_expect(o.thresholds.min_read_mbps > 200.4 && o.thresholds.min_read_mbps < 200.6);
+	c = volume_options_to_json(&o);
+	cr_expect_str_eq(json_string_value(json_object_get(c, "mode")), "0700");
+	cr_expect_str_eq(json_string_value(json_object_get(c, "size")), "10G");
+	json_decref(c);
+}
+
+Test(options, null_empty_and_absent_opts_are_fine)
+{
+	VolumeOptions o;
+
+	cr_expect_eq(volume_options_parse(NULL, &o, NULL), 0);
+	cr_expect_eq(parse("{}", &o, NULL), 0);
+	json_t *n = json_null();
+	cr_expect_eq(volume_options_parse(n, &o, NULL), 0);
+	json_decref(n);
+	cr_expect_not(o.has_uid);
+}
+
+Test(options, bad_values_name_the_problem)
+{
+	static const char *const bad[][2] = {
+		{ "{\"bogus\":\"1\"}", "valid options" }, { "{\"uid\":\"-1\"}", "uid" },
+		{ "{\"uid\":\"4294967295\"}", "uid" }, { "{\"gid\":\"x\"}", "gid" }, { "{\"mode\":\"8\"}", "mode" },
+		{ "{\"mode\":\"17777\"}", "mode" }, { "{\"size\":\"abc\"}", "size" }, { "{\"size\":\"10X\"}", "size" },
+		{ "{\"size\":\"1.5G\"}", "size" }, { "{\"size\":\"99999999999999999999T\"}", "size" },
+		{ "{\"size\":\"100K\"}", "smallest" }, { "{\"size\":\"\"}", "size" }, { "{\"inodes\":\"0\"}", "inodes" },
+		{ "{\"selftest\":\"on\"}", "selftest" }, { "{\"selftest\":\"default\"}", "selftest" },
+		{ "{\"min_iops\":\"-5\"}", "min_iops" }, { "{\"max_p99_ms\":\"1e3\"}", "max_p99_ms" },
+		{ "{\"uid\":5}", "string" }, { "[]", "object" }, { "{\"partition\":\"a b\"}", "partition" },
+	};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		VolumeOptions o;
+		char *err = NULL;
+		json_t *j = json_loads(bad[i][0], JSON_DECODE_ANY, NULL);
+		cr_expect_lt(volume_options_parse(j, &o, &err), 0, "accepted %s", bad[i][0]);
+		cr_expect(err && strstr(err, bad[i][1]), "Err for %s does not mention '%s': %s", bad[i][0], bad[i][1], err);
+		free(err);
+		json_decref(j);
+	}
+}
+
+Test(options, diff_names_each_difference)
+{
+	VolumeOptions a, b;
+	char *d;
+
+	cr_assert_eq(parse("{\"uid\":\"1\",\"mode\":\"0700\"}", &a, NULL), 0);
+	cr_assert_eq(parse("{\"uid\":\"1\",\"mode\":\"700\"}", &b, NULL), 0);
+	cr_expect_null(volume_options_diff(&a, &b), "equal after canonicalisation");
+	cr_assert_eq(parse("{\"uid\":\"2\",\"gid\":\"3\"}", &b, NULL), 0);
+	d = volume_options_diff(&a, &b);
+	cr_assert_not_null(d);
+	cr_expect(strstr(d, "uid: 1 (existing) vs 2 (requested)"), "%s", d);
+	cr_expect(strstr(d, "mode: 0700 (existing) vs not set (requested)"), "%s", d);
+	cr_expect(strstr(d, "gid: not set (existing) vs 3 (requested)"), "%s", d);
+	free(d);
+}

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sys/sysmacros.h>
+
+#include "mount.h"
+#include "util/fs-util.h"
+#include "util/strutil.h"
+
+Test(strutil, sizes_modes_numbers)
+{
+	uint64_t v;
+	mode_t m;
+	uint32_t u;
+	double d;
+
+	cr_expect(parse_size("10G", &v) == 0 && v == 10ULL << 30);
+	cr_expect(parse_size("512k", &v) == 0 && v == 512ULL << 10);
+	cr_expect(parse_size("3T", &v) == 0 && v == 3ULL << 40);
+	cr_expect(parse_size("4096", &v) == 0 && v == 4096);
+	cr_expect_lt(parse_size("10GB", &v), 0);
+	cr_expect_lt(parse_size("G", &v), 0);
+	cr_expect_lt(parse_size("-1", &v), 0);
+	cr_expect_lt(parse_size(" 1", &v), 0);
+	cr_expect_lt(parse_size("16777216T", &v), 0);
+	cr_expect(parse_mode("0755", &m) == 0 && m == 0755);
+	cr_expect(parse_mode("2775", &m) == 0 && m == 02775);
+	cr_expect_lt(parse_mode("0800", &m), 0);
+	cr_expect_lt(parse_mode("", &m), 0);
+	cr_expect_lt(parse_mode("107777", &m), 0);
+	cr_expect(parse_u32("4294967295", &u) == 0 && u == 4294967295u);
+	cr_expect_lt(parse_u32("4294967296", &u), 0);
+	cr_expect_lt(parse_u32("+1", &u), 0);
+	cr_expect(parse_decimal("12.5", &d) == 0 && d > 12.4 && d < 12.6);
+	cr_expect_lt(parse_decimal("1e3", &d), 0);
+	cr_expect_lt(parse_decimal(".", &d), 0);
+	char buf[32];
+	format_size(10ULL << 30, buf, sizeof(buf));
+	cr_expect_str_eq(buf, "10G");
+	format_size(1536ULL << 20, buf, sizeof(buf));
+	cr_expect_str_eq(buf, "1536M");
+	cr_expect_eq(crc32c(0, "123456789", 9), 0xe3069283u);
+}
+
+Test(fsutil, atomic_write_replaces_and_leaves_no_temp)
+{
+	char dir[] = "/tmp/nvmevol-fsutil.XXXXXX";
+	char *buf = NULL;
+	size_t len;
+	int fd;
+
+	cr_assert_not_null(mkdtemp(dir));
+	fd = open(dir, O_RDONLY | O_DIRECTORY);
+	cr_assert_eq(write_file_atomic_at(fd, "r.json", "one", 3, 0600), 0);
+	cr_assert_eq(write_file_atomic_at(fd, "r.json", "two!", 4, 0600), 0);
+	cr_assert_eq(read_file_at(fd, "r.json", 100, &buf, &len), 0);
+	cr_expect_str_eq(buf, "two!");
+	free(buf);
+	cr_expect_eq(read_file_at(fd, "r.json", 2, &buf, &len), -EFBIG);
+	cr_assert_eq(symlinkat("/etc/passwd", fd, "link.json"), 0);
+	cr_expect_lt(read_file_at(fd, "link.json", 100000, &buf, &len), 0, "followed a symlink");
+	int t = openat(fd, ".x.json.tmp.1234", O_CREAT | O_WRONLY, 0600);
+	close(t);
+	cr_expect_eq(remove_atomic_tmp_files(fd), 1);
+	close(fd);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	cr_assert_eq(system(cmd), 0);
+}
+
+Test(fsutil, rm_rf_never_follows_symlinks)
+{
+	char dir[] = "/tmp/nvmevol-rmrf.XXXXXX", path[256];
+	int fd, vfd;
+	struct stat st;
+
+	cr_assert_not_null(mkdtemp(dir));
+	fd = open(dir, O_RDONLY | O_DIRECTORY);
+	mkdirat(fd, "canary", 0755);
+	close(openat(fd, "canary/keep", O_CREAT | O_WRONLY, 0600));
+	mkdirat(fd, "vol", 0755);
+	vfd = openat(fd, "vol", O_RDONLY | O_DIRECTORY);
+	snprintf(path, sizeof(path), "%s/canary", dir);
+	symlinkat(path, vfd, "l1");
+	symlinkat("/", vfd, "l2");
+	mkdirat(vfd, "d", 0000);
+	symlinkat("../../canary", vfd, "d/l3");
+	mkfifoat(vfd, "fifo", 0600);
+	linkat(fd, "canary/keep", vfd, "hard", 0);
+	close(vfd);
+	cr_assert_eq(rm_rf_at(fd, "vol"), 0);
+	cr_expect_neq(fstatat(fd, "vol", &st, 0), 0);
+	cr_expect_eq(fstatat(fd, "canary/keep", &st, 0), 0, "deleted through a link");
+	close(fd);
+	snprintf(path, sizeof(path), "rm -rf %s", dir);
+	cr_assert_eq(system(path), 0);
+}
+
+Test(mountinfo, parses_the_kernel_format)
+{
+	const char *text =
+		"27 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
+		"43 27 7:1 / /run/parts/u1 rw,noatime,nodiratime - xfs /dev/loop1 rw,inode64,noquota\n"
+		"44 27 7:1 /nvmevol/volumes/pg /mnt/nvmevol/pg rw,noatime,nodiratime shared:5 master:2 - xfs /dev/loop1 rw\n";
+	MountEntry *e = NULL;
+	size_t n = 0;
+
+	cr_assert_eq(mountinfo_parse_buffer(text, strlen(text), &e, &n), 0);
+	cr_assert_eq(n, 3);
+	cr_expect_str_eq(e[2].root, "/nvmevol/volumes/pg");
+	cr_expect_str_eq(e[2].target, "/mnt/nvmevol/pg");
+	cr_expect(mount_options_contain(e[2].vfs_options, "nodiratime"));
+	cr_expect_not(mount_options_contain(e[2].vfs_options, "atime"));
+	cr_expect(mount_is_shared(&e[2]));
+	cr_expect_not(mount_is_shared(&e[1]));
+	cr_expect_eq(major(e[1].dev), 7);
+	cr_expect_str_eq(e[1].fstype, "xfs");
+	mount_entries_free(e, n);
+}
