@@ -52,22 +52,34 @@ static const char *daemon_binary(void)
 	return b ? b : "build/src/nvmevol";
 }
 
-int testbed_attach(Testbed *tb, int i)
+static int losetup_show(const char *image, bool direct, char *dev, size_t len)
 {
-	TestbedPartition *p = &tb->parts[i];
 	char cmd[700];
 	FILE *f;
+	int ok;
 
-	snprintf(cmd, sizeof(cmd), "losetup --find --show --direct-io=on %s", p->image);
+	/* util-linux's losetup by path: a busybox one first in PATH (the qemu guest) lacks --show. */
+	snprintf(cmd, sizeof(cmd), "%s --find --show %s %s 2>/dev/null",
+		 access("/usr/sbin/losetup", X_OK) == 0 ? "/usr/sbin/losetup" : "losetup",
+		 direct ? "--direct-io=on" : "", image);
 	f = popen(cmd, "r");
 	if (!f)
 		return -errno;
-	if (!fgets(p->device, sizeof(p->device), f)) {
-		pclose(f);
+	ok = fgets(dev, (int)len, f) != NULL;
+	if (pclose(f) != 0 || !ok)
 		return -EIO;
-	}
-	pclose(f);
-	p->device[strcspn(p->device, "\n")] = '\0';
+	dev[strcspn(dev, "\n")] = '\0';
+	return 0;
+}
+
+int testbed_attach(Testbed *tb, int i)
+{
+	TestbedPartition *p = &tb->parts[i];
+
+	/* Direct I/O on the backing file where its filesystem allows (not on tmpfs). */
+	if (losetup_show(p->image, true, p->device, sizeof(p->device)) < 0 &&
+	    losetup_show(p->image, false, p->device, sizeof(p->device)) < 0)
+		return -EIO;
 	p->attached = true;
 	return 0;
 }
@@ -103,21 +115,29 @@ int testbed_init(Testbed *tb, int n_parts)
 	for (int i = 0; i < n_parts; i++) {
 		TestbedPartition *p = &tb->parts[i];
 		ProbedDevice d = { 0 };
-		int fd;
+		int fd, r;
 
 		snprintf(p->image, sizeof(p->image), "%s/part%d.img", tb->dir, i);
 		snprintf(p->label, sizeof(p->label), "%s%c", tb->prefix, 'a' + i);
 		fd = open(p->image, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
-		if (fd < 0 || ftruncate(fd, 320LL << 20) < 0)
+		if (fd < 0 || ftruncate(fd, 320LL << 20) < 0) {
+			cr_log_error("cannot create %s: %s", p->image, strerror(errno));
 			return -errno;
+		}
 		close(fd);
-		if (testbed_attach(tb, i) < 0)
+		if (testbed_attach(tb, i) < 0) {
+			cr_log_error("losetup of %s failed", p->image);
 			return -EIO;
+		}
 		tb->n_parts++;
-		if (RUN("mkfs.xfs", "-q", "-f", "-L", p->label, p->device) != 0)
+		if ((r = RUN("mkfs.xfs", "-q", "-f", "-L", p->label, p->device)) != 0) {
+			cr_log_error("mkfs.xfs on %s failed: %d", p->device, r);
 			return -EIO;
-		if (probe_device(p->device, &d) < 0 || !d.uuid)
+		}
+		if ((r = probe_device(p->device, &d)) < 0 || !d.uuid) {
+			cr_log_error("blkid probe of %s failed: %s", p->device, strerror(-r));
 			return -EIO;
+		}
 		snprintf(p->uuid, sizeof(p->uuid), "%s", d.uuid);
 		probed_device_done(&d);
 	}
@@ -232,7 +252,7 @@ void testbed_destroy(Testbed *tb)
 	for (int i = 0; i < tb->n_parts; i++)
 		testbed_detach(tb, i);
 	if (getenv("NVMEVOL_TEST_KEEP") == NULL)
-		RUN("rm", "-rf", "--one-file-system", tb->dir);
+		RUN("rm", "-rf", tb->dir);
 	tb->dir[0] = '\0';
 }
 

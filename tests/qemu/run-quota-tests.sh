@@ -1,0 +1,47 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# The "qemu" stage of tests/run-all.sh: runs the quota tests, which need
+# CONFIG_XFS_QUOTA, inside the qemu guest (tests/qemu/run.sh) and ends with
+# one line "N passed, N failed". In the guest nothing may skip: a skipped test
+# there means the guest lacks quota support, and counts as a failure.
+#
+# usage: tests/qemu/run-quota-tests.sh [BUILD_DIR]   (default: build, or $NVMEVOL_BUILD_DIR)
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${1:-${NVMEVOL_BUILD_DIR:-build}}
+BINS=("$BUILD/tests/test-quota" "$BUILD/tests/test-daemon-quota" "$BUILD/src/nvmevol")
+
+for b in "${BINS[@]}"; do
+	[ -x "$b" ] || ninja -C "$BUILD" >/dev/null 2>&1 || true
+	if [ ! -x "$b" ]; then
+		echo "run-quota-tests.sh: $b not built" >&2
+		echo "0 passed, 1 failed"
+		exit 1
+	fi
+done
+
+# One boot runs both levels: quota.c against the kernel, then the real daemon (size=, inodes=).
+script=$(mktemp "${TMPDIR:-/tmp}/nvmevol-quota-script.XXXXXX")
+cat > "$script" <<'SH'
+rc=0
+/work/test-quota --color=never --verbose -j1 || rc=1
+NVMEVOL_BINARY=/work/nvmevol /work/test-daemon-quota --color=never --verbose -j1 || rc=1
+exit $rc
+SH
+
+log=$(mktemp "${TMPDIR:-/tmp}/nvmevol-quota-guest.XXXXXX")
+trap 'rm -f "$log" "$script"' EXIT
+tests/qemu/run.sh --file "${BINS[0]}" --file "${BINS[1]}" --file "${BINS[2]}" --script "$script" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+
+pass=$(grep -ac '^\[PASS\]' "$log")
+fail=$(grep -acE '^\[(FAIL|SKIP)\]' "$log") # a crash prints [FAIL] too
+if [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; then
+	fail=1 # the guest failed without a test result (boot failure, timeout, panic)
+fi
+if grep -aq '^\[SKIP\]' "$log"; then
+	echo "run-quota-tests.sh: tests were skipped inside the guest: it has no project quota support" >&2
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$rc" -eq 0 ]

@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * size= and inodes= through the real daemon: XFS project quotas enforced,
+ * reported, shown by df, freed on Remove, kept and repaired across restarts.
+ * Needs a kernel with XFS quota: it runs in the qemu guest (tests/qemu/), and
+ * skips with that reason elsewhere.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "helpers/testbed.h"
+#include "quota.h"
+
+static Testbed tb;
+static ClientReply rep;
+
+static void setup1(void)
+{
+	testbed_require_root();
+	cr_assert_eq(testbed_init(&tb, 1), 0, "cannot create a loop XFS partition");
+	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0, "log in %s", tb.log);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"probe\"}"), 0);
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"probe\"}"), 0);
+	json_t *part = json_object_get(json_object_get(json_object_get(rep.json, "Volume"), "Status"), "partition");
+	if (!json_is_true(json_object_get(part, "project_quota")))
+		cr_skip_test("kernel without XFS project quota (CONFIG_XFS_QUOTA); runs in the qemu guest via tests/qemu/run-quota-tests.sh");
+}
+
+static void teardown(void)
+{
+	client_reply_done(&rep);
+	testbed_destroy(&tb);
+}
+
+TestSuite(quota_daemon, .init = setup1, .fini = teardown, .timeout = 240);
+
+static json_t *quota_status(const char *name)
+{
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"%s\"}", name), 0, "%s", client_err(&rep));
+	json_t *q = json_object_get(json_object_get(json_object_get(rep.json, "Volume"), "Status"), "quota");
+	cr_assert_not_null(q, "no quota in Status: %s", rep.body);
+	return q;
+}
+
+static long long qint(json_t *q, const char *k)
+{
+	json_t *v = json_object_get(q, k);
+	cr_assert(json_is_integer(v), "no %s in %s", k, rep.body);
+	return json_integer_value(v);
+}
+
+/* Writes @bytes in 1 MiB chunks with fsync; returns bytes written before the first error (errno kept). */
+static long long write_file(const char *path, long long bytes, int *ret_errno)
+{
+	static char buf[1 << 20];
+	long long done = 0;
+	int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+
+	*ret_errno = 0;
+	cr_assert(fd >= 0, "open %s: %s", path, strerror(errno));
+	memset(buf, 'q', sizeof(buf));
+	while (done < bytes) {
+		ssize_t n = write(fd, buf, (size_t)(bytes - done < (long long)sizeof(buf) ? bytes - done : (long long)sizeof(buf)));
+		if (n < 0) {
+			*ret_errno = errno;
+			break;
+		}
+		done += n;
+	}
+	if (*ret_errno == 0 && fsync(fd) < 0)
+		*ret_errno = errno;
+	close(fd);
+	return done;
+}
+
+static char mp[400], path[500];
+
+Test(quota_daemon, size_limit_is_enforced_reported_and_shown_by_df)
+{
+	struct statvfs sv;
+	int err;
+	long long n;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"q1\",\"Opts\":{\"size\":\"8M\",\"inodes\":\"100\"}}"), 0, "%s", client_err(&rep));
+	json_t *q = quota_status("q1");
+	cr_expect_geq(qint(q, "project_id"), QUOTA_PROJID_MIN);
+	cr_expect_eq(qint(q, "enforced_limit_bytes"), 8 << 20);
+	cr_expect_eq(qint(q, "enforced_limit_inodes"), 100);
+
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"q1\",\"ID\":\"a\"}"), 0, "%s", client_err(&rep));
+	snprintf(mp, sizeof(mp), "%s/q1", tb.prop);
+	/* df inside a container is statfs on the bind: the volume's limit is its size. */
+	cr_assert_eq(statvfs(mp, &sv), 0);
+	cr_expect_eq((long long)sv.f_blocks * sv.f_frsize, 8 << 20, "df shows %lld bytes", (long long)sv.f_blocks * sv.f_frsize);
+
+	snprintf(path, sizeof(path), "%s/half", mp);
+	n = write_file(path, 4 << 20, &err);
+	cr_expect_eq(err, 0, "writing half the limit failed: %s", strerror(err));
+	cr_expect_eq(n, 4 << 20);
+	q = quota_status("q1");
+	cr_expect_geq(qint(q, "used_bytes"), 4 << 20, "usage not accounted: %s", rep.body);
+	cr_expect_geq(qint(q, "used_inodes"), 2);
+	unlink(path);
+
+	snprintf(path, sizeof(path), "%s/over", mp);
+	n = write_file(path, 9 << 20, &err);
+	cr_expect(err == ENOSPC || err == EDQUOT, "writing past the limit gave '%s'", strerror(err));
+	cr_expect_leq(n, 8 << 20, "%lld bytes landed in an 8 MiB volume", n);
+	q = quota_status("q1");
+	cr_expect_leq(qint(q, "used_bytes"), 8 << 20);
+}
+
+Test(quota_daemon, ids_are_unique_kept_across_restarts_and_freed_on_remove)
+{
+	long long id1, id2;
+	QuotaUsage u = { 0 };
+	char partmp[400];
+	int rootfd;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"qa\",\"Opts\":{\"size\":\"16M\"}}"), 0);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"qb\",\"Opts\":{\"size\":\"32M\"}}"), 0);
+	id1 = qint(quota_status("qa"), "project_id");
+	id2 = qint(quota_status("qb"), "project_id");
+	cr_expect_neq(id1, id2);
+
+	testbed_stop(&tb, SIGKILL);
+	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0);
+	cr_expect_eq(qint(quota_status("qa"), "project_id"), id1);
+	cr_expect_eq(qint(quota_status("qb"), "enforced_limit_bytes"), 32 << 20);
+
+	testbed_part_mountpoint(&tb, 0, partmp, sizeof(partmp));
+	rootfd = open(partmp, O_RDONLY | O_DIRECTORY);
+	cr_assert(rootfd >= 0);
+	cr_assert_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"qa\"}"), 0);
+	/* The directory is deleted in the background; the limit goes when nothing is charged to the ID. */
+	for (int i = 0; i < 50; i++) {
+		cr_assert_eq(quota_get(rootfd, (uint32_t)id1, &u), 0);
+		if (u.bytes_hard == 0)
+			break;
+		usleep(100 * 1000);
+	}
+	cr_expect_eq(u.bytes_hard, 0, "limit of removed project %lld not cleared", id1);
+	/* The freed ID is reused. */
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"qc\",\"Opts\":{\"size\":\"8M\"}}"), 0);
+	cr_expect_eq(qint(quota_status("qc"), "project_id"), id1);
+	close(rootfd);
+}
+
+Test(quota_daemon, start_repairs_a_missing_project_or_limit)
+{
+	char dir[700], partmp[400];
+	long long id;
+	int fd, rootfd;
+	uint32_t got = 0;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"qr\",\"Opts\":{\"size\":\"12M\"}}"), 0);
+	id = qint(quota_status("qr"), "project_id");
+	testbed_stop(&tb, SIGTERM);
+
+	testbed_part_mountpoint(&tb, 0, partmp, sizeof(partmp));
+	testbed_volume_dir(&tb, 0, "qr", dir, sizeof(dir));
+	rootfd = open(partmp, O_RDONLY | O_DIRECTORY);
+	fd = open(dir, O_RDONLY | O_DIRECTORY);
+	cr_assert(rootfd >= 0 && fd >= 0);
+	cr_assert_eq(quota_set_limit(rootfd, (uint32_t)id, 0, 0), 0);
+	cr_assert_eq(quota_set_project(fd, 0), 0);
+
+	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0);
+	cr_expect_eq(qint(quota_status("qr"), "enforced_limit_bytes"), 12 << 20, "limit not repaired: %s", rep.body);
+	cr_assert_eq(quota_get_project(fd, &got, NULL), 0);
+	cr_expect_eq(got, (uint32_t)id, "project ID not repaired");
+	close(fd);
+	close(rootfd);
+}
