@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "util/errmsg.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -28,20 +29,6 @@ Config *config_free(Config *c)
 
 DEFINE_CLEANUP_FUNC(Config *, config_free)
 
-static int bad(char **reterr_msg, const char *fmt, ...) _printf_(2, 3);
-static int bad(char **reterr_msg, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (reterr_msg) {
-		va_start(ap, fmt);
-		if (vasprintf(reterr_msg, fmt, ap) < 0)
-			*reterr_msg = NULL;
-		va_end(ap);
-	}
-	return -EINVAL;
-}
-
 static const char *env_or(const char *name, const char *def)
 {
 	const char *v = getenv(name);
@@ -55,7 +42,7 @@ static int absolute_path(const char *name, const char *def, char **ret, char **r
 
 	if (v[0] != '/' || n > 200 || strstr(v, "/../") || strstr(v, "//") ||
 	    (n > 1 && v[n - 1] == '/') || !string_is_printable_ascii(v))
-		return bad(reterr_msg, "%s='%s' is not a canonical absolute path", name, v);
+		return errmsg_set(reterr_msg, -EINVAL, "%s='%s' is not a canonical absolute path", name, v);
 	*ret = strdup(v);
 	return *ret ? 0 : -ENOMEM;
 }
@@ -70,7 +57,7 @@ static int number(const char *name, uint64_t def, uint64_t min, uint64_t max, ui
 		return 0;
 	}
 	if (parse_u64(v, &x) < 0 || x < min || x > max)
-		return bad(reterr_msg, "%s='%s' must be a whole number from %llu to %llu", name, v,
+		return errmsg_set(reterr_msg, -EINVAL, "%s='%s' must be a whole number from %llu to %llu", name, v,
 			   (unsigned long long)min, (unsigned long long)max);
 	*ret = x;
 	return 0;
@@ -87,10 +74,10 @@ static int split_devices(Config *c, const char *list, char **reterr_msg)
 		char **nd;
 
 		if (c->n_devices >= MAX_DEVICES)
-			return bad(reterr_msg, "NVMEVOL_DEVICES lists more than %d devices", MAX_DEVICES);
+			return errmsg_set(reterr_msg, -EINVAL, "NVMEVOL_DEVICES lists more than %d devices", MAX_DEVICES);
 		if (!string_is_printable_ascii(tok) || strlen(tok) > 200 ||
 		    (tok[0] != '/' && strncmp(tok, "UUID=", 5) != 0 && strncmp(tok, "LABEL=", 6) != 0))
-			return bad(reterr_msg, "NVMEVOL_DEVICES entry '%s' must be a /dev path, UUID=... or LABEL=...", tok);
+			return errmsg_set(reterr_msg, -EINVAL, "NVMEVOL_DEVICES entry '%s' must be a /dev path, UUID=... or LABEL=...", tok);
 		nd = realloc(c->devices, (c->n_devices + 1) * sizeof(char *));
 		if (!nd)
 			return -ENOMEM;
@@ -124,14 +111,14 @@ int config_from_env(Config **ret, char **reterr_msg)
 	if (r < 0)
 		return r;
 	if (strlen(c->socket_path) >= 108)
-		return bad(reterr_msg, "NVMEVOL_SOCKET is longer than a unix socket path may be (107 bytes)");
+		return errmsg_set(reterr_msg, -EINVAL, "NVMEVOL_SOCKET is longer than a unix socket path may be (107 bytes)");
 
 	v = getenv("NVMEVOL_LABEL_PREFIX");
 	c->label_prefix = strdup(v ? v : "nvmevol");
 	if (!c->label_prefix)
 		return -ENOMEM;
 	if (strlen(c->label_prefix) > 12 || !string_is_printable_ascii(c->label_prefix))
-		return bad(reterr_msg, "NVMEVOL_LABEL_PREFIX='%s' must be at most 12 printable characters (XFS labels are 12 bytes)",
+		return errmsg_set(reterr_msg, -EINVAL, "NVMEVOL_LABEL_PREFIX='%s' must be at most 12 printable characters (XFS labels are 12 bytes)",
 			   c->label_prefix);
 
 	r = split_devices(c, env_or("NVMEVOL_DEVICES", ""), reterr_msg);
@@ -140,12 +127,12 @@ int config_from_env(Config **ret, char **reterr_msg)
 
 	c->log_level = log_level_from_string(env_or("NVMEVOL_LOG_LEVEL", "info"));
 	if (c->log_level < 0)
-		return bad(reterr_msg, "NVMEVOL_LOG_LEVEL='%s' must be error, warning, info or debug",
+		return errmsg_set(reterr_msg, -EINVAL, "NVMEVOL_LOG_LEVEL='%s' must be error, warning, info or debug",
 			   env_or("NVMEVOL_LOG_LEVEL", ""));
 
 	c->selftest = selftest_policy_from_string(env_or("NVMEVOL_SELFTEST", "warn"));
 	if (c->selftest < 0)
-		return bad(reterr_msg, "NVMEVOL_SELFTEST='%s' must be off, warn or enforce",
+		return errmsg_set(reterr_msg, -EINVAL, "NVMEVOL_SELFTEST='%s' must be off, warn or enforce",
 			   env_or("NVMEVOL_SELFTEST", ""));
 
 	/* Docker gives Mount 30 s after a manual `plugin enable`: keep the budget far below. */

@@ -10,6 +10,7 @@
 #include "manager.h"
 #include "pool.h"
 #include "volume.h"
+#include "util/errmsg.h"
 
 DEFINE_CLEANUP_FUNC(Volume *, volume_unref)
 
@@ -28,8 +29,6 @@ struct Manager {
 	pthread_mutex_t create_lock; /* serialises Create and Remove */
 };
 
-/* Sets *reterr_msg (if not NULL) and returns @r (or -EINVAL if @r >= 0). */
-int set_err(char **reterr_msg, int r, const char *fmt, ...) _printf_(3, 4);
 
 Volume *reg_find_locked(Manager *m, const char *name);
 int reg_insert_locked(Manager *m, Volume *v);

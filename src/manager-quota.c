@@ -8,6 +8,7 @@
 #include "manager-internal.h"
 #include "quota.h"
 #include "util/log.h"
+#include "util/fs-util.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -20,11 +21,25 @@ int quota_check_create(Manager *m, Partition *part, const VolumeOptions *o, char
 {
 	if (!wants_quota(o) || part->quota)
 		return 0;
-	return set_err(reterr_msg, -EOPNOTSUPP,
+	return errmsg_set(reterr_msg, -EOPNOTSUPP,
 		       "size and inodes need XFS project quota, but partition %s (UUID %s) is mounted without it: "
 		       "the kernel refused the prjquota mount option (a kernel without CONFIG_XFS_QUOTA?). "
 		       "Create the volume without size/inodes, or run on a kernel with XFS quota support",
 		       part->label, part->uuid);
+}
+
+static int push_id(uint32_t **ids, size_t *n, size_t *cap, uint32_t id)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 64;
+		uint32_t *ni = realloc(*ids, c * sizeof(**ids));
+		if (!ni)
+			return -ENOMEM;
+		*ids = ni;
+		*cap = c;
+	}
+	(*ids)[(*n)++] = id;
+	return 0;
 }
 
 /* Adds the project IDs still charged on @part: live volumes and directories in the trash. */
@@ -34,44 +49,20 @@ static int collect_used_ids(Manager *m, Partition *part, uint32_t **ret, size_t 
 	size_t n = 0, cap = 0;
 	DIR *d;
 	struct dirent *de;
-	int dupfd;
-
-#define PUSH(x)                                                          \
-	do {                                                             \
-		if (n == cap) {                                          \
-			uint32_t *ni;                                    \
-			cap = cap ? cap * 2 : 64;                        \
-			ni = realloc(ids, cap * sizeof(*ids));           \
-			if (!ni) {                                       \
-				free(ids);                               \
-				return -ENOMEM;                          \
-			}                                                \
-			ids = ni;                                        \
-		}                                                        \
-		ids[n++] = (x);                                          \
-	} while (0)
 
 	pthread_rwlock_rdlock(&m->reg_lock);
 	for (size_t i = 0; i < m->n_vols; i++)
 		if (m->vols[i]->projid && m->vols[i]->part == part) {
-			if (n == cap) {
-				uint32_t *ni;
-				cap = cap ? cap * 2 : 64;
-				ni = realloc(ids, cap * sizeof(*ids));
-				if (!ni) {
-					pthread_rwlock_unlock(&m->reg_lock);
-					free(ids);
-					return -ENOMEM;
-				}
-				ids = ni;
+			if (push_id(&ids, &n, &cap, m->vols[i]->projid) < 0) {
+				pthread_rwlock_unlock(&m->reg_lock);
+				free(ids);
+				return -ENOMEM;
 			}
-			ids[n++] = m->vols[i]->projid;
 		}
 	pthread_rwlock_unlock(&m->reg_lock);
 
-	dupfd = fcntl(part->trash_fd, F_DUPFD_CLOEXEC, 3);
-	if (dupfd >= 0 && (d = fdopendir(dupfd))) {
-		rewinddir(d);
+	d = opendir_fd(part->trash_fd);
+	if (d) {
 		while ((de = readdir(d))) {
 			_cleanup_close_ int fd = -EBADF;
 			uint32_t id = 0;
@@ -79,13 +70,14 @@ static int collect_used_ids(Manager *m, Partition *part, uint32_t **ret, size_t 
 			if (de->d_name[0] == '.')
 				continue;
 			fd = openat(part->trash_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (fd >= 0 && quota_get_project(fd, &id, NULL) == 0 && id)
-				PUSH(id);
+			if (fd >= 0 && quota_get_project(fd, &id, NULL) == 0 && id && push_id(&ids, &n, &cap, id) < 0) {
+				closedir(d);
+				free(ids);
+				return -ENOMEM;
+			}
 		}
 		closedir(d);
-	} else if (dupfd >= 0)
-		close(dupfd);
-#undef PUSH
+	}
 	*ret = ids;
 	*ret_n = n;
 	return 0;
@@ -97,11 +89,11 @@ static int assign_limit(Manager *m, Volume *v, int dirfd, char **reterr_msg)
 
 	r = quota_set_project(dirfd, v->projid);
 	if (r < 0)
-		return set_err(reterr_msg, r, "cannot set XFS project %u on volume %s: %s", v->projid, v->name,
+		return errmsg_set(reterr_msg, r, "cannot set XFS project %u on volume %s: %s", v->projid, v->name,
 			       strerror(-r));
 	r = quota_set_limit(v->part->root_fd, v->projid, v->opts.size_bytes, v->opts.inodes);
 	if (r < 0)
-		return set_err(reterr_msg, r, "cannot set the quota limit of volume %s: %s", v->name, strerror(-r));
+		return errmsg_set(reterr_msg, r, "cannot set the quota limit of volume %s: %s", v->name, strerror(-r));
 	return 0;
 }
 
@@ -115,10 +107,10 @@ int quota_apply_create(Manager *m, Volume *v, int dirfd, char **reterr_msg)
 		return 0;
 	r = collect_used_ids(m, v->part, &used, &n);
 	if (r < 0)
-		return set_err(reterr_msg, r, "out of memory");
+		return errmsg_set(reterr_msg, r, "out of memory");
 	v->projid = quota_next_free_id(used, n, QUOTA_PROJID_MIN);
 	if (!v->projid)
-		return set_err(reterr_msg, -ENOSPC, "no free XFS project ID on partition %s", v->part->label);
+		return errmsg_set(reterr_msg, -ENOSPC, "no free XFS project ID on partition %s", v->part->label);
 	return assign_limit(m, v, dirfd, reterr_msg);
 }
 

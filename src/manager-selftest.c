@@ -97,7 +97,7 @@ int selftest_before_mount(Manager *m, Volume *v, char **reterr_msg)
 			pthread_mutex_unlock(&part->selftest_lock);
 			log_error("volume %s: self-test of partition %s failed: %s", v->name, part->label,
 				  msg ? msg : strerror(-r));
-			return set_err(reterr_msg, r, "volume %s: self-test of partition %s failed: %s", v->name,
+			return errmsg_set(reterr_msg, r, "volume %s: self-test of partition %s failed: %s", v->name,
 				       part->label, msg ? msg : strerror(-r));
 		}
 		if (res.verify_errors == 0) {
@@ -124,7 +124,7 @@ int selftest_before_mount(Manager *m, Volume *v, char **reterr_msg)
 
 	report = selftest_result_to_json(&res);
 	if (!report)
-		return set_err(reterr_msg, -ENOMEM, "out of memory");
+		return errmsg_set(reterr_msg, -ENOMEM, "out of memory");
 	format_rfc3339(tested_at, stamp, sizeof(stamp));
 	json_object_set_new(report, "policy", json_string(selftest_policy_to_string(policy)));
 	json_object_set_new(report, "verdict", json_string(selftest_verdict_to_string(verdict)));
@@ -138,11 +138,11 @@ int selftest_before_mount(Manager *m, Volume *v, char **reterr_msg)
 	set_report(m, v, report);
 
 	if (verdict == SELFTEST_VERDICT_DATA_ERROR)
-		return set_err(reterr_msg, -EIO, "volume %s: self-test of partition %s read back wrong data (%llu bad block(s)); refusing to mount: %s",
+		return errmsg_set(reterr_msg, -EIO, "volume %s: self-test of partition %s read back wrong data (%llu bad block(s)); refusing to mount: %s",
 			       v->name, part->label, (unsigned long long)res.verify_errors, msg ? msg : "");
 	if (verdict == SELFTEST_VERDICT_BELOW_THRESHOLD) {
 		if (policy == SELFTEST_POLICY_ENFORCE)
-			return set_err(reterr_msg, -EIO, "volume %s: partition %s is below the volume's thresholds (selftest=enforce): %s",
+			return errmsg_set(reterr_msg, -EIO, "volume %s: partition %s is below the volume's thresholds (selftest=enforce): %s",
 				       v->name, part->label, msg ? msg : "");
 		log_warning("volume %s: partition %s is below the volume's thresholds (selftest=warn, mounting anyway): %s",
 			    v->name, part->label, msg ? msg : "");

@@ -27,17 +27,10 @@ static int for_each_record(Manager *m, Partition *part, int dirfd, RecordCallbac
 {
 	DIR *d;
 	struct dirent *de;
-	int dupfd;
 
-	dupfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
-	if (dupfd < 0)
+	d = opendir_fd(dirfd);
+	if (!d)
 		return negative_errno();
-	d = fdopendir(dupfd);
-	if (!d) {
-		(void)close(dupfd);
-		return negative_errno();
-	}
-	rewinddir(d);
 	while ((de = readdir(d))) {
 		_cleanup_free_ char *buf = NULL, *err = NULL;
 		Volume *v = NULL;
@@ -178,22 +171,16 @@ static void load_partition(Manager *m, Partition *part)
 {
 	DIR *d;
 	struct dirent *de;
-	int dupfd, r;
+	int r;
 
 	r = for_each_record(m, part, part->meta_fd, load_record);
 	if (r < 0)
 		log_error_errno(r, "partition %s: cannot read volume records", part->label);
 
 	/* Directories without a record: leftovers of a create that never wrote one. */
-	dupfd = fcntl(part->volumes_fd, F_DUPFD_CLOEXEC, 3);
-	if (dupfd < 0)
+	d = opendir_fd(part->volumes_fd);
+	if (!d)
 		return;
-	d = fdopendir(dupfd);
-	if (!d) {
-		(void)close(dupfd);
-		return;
-	}
-	rewinddir(d);
 	while ((de = readdir(d))) {
 		_cleanup_(volume_unrefp) Volume *v = NULL;
 
@@ -293,16 +280,11 @@ static void reconcile_mounts(Manager *m)
 
 	/* Empty mountpoint directories of volumes that are not mounted. */
 	{
-		DIR *d;
 		struct dirent *de;
-		int dupfd = fcntl(m->prop_fd, F_DUPFD_CLOEXEC, 3);
+		DIR *d = opendir_fd(m->prop_fd);
 
-		if (dupfd < 0 || !(d = fdopendir(dupfd))) {
-			if (dupfd >= 0)
-				close(dupfd);
+		if (!d)
 			return;
-		}
-		rewinddir(d);
 		while ((de = readdir(d))) {
 			Volume *v;
 			if (streq(de->d_name, ".") || streq(de->d_name, ".."))
@@ -344,29 +326,29 @@ int manager_start(Manager *m, char **reterr_msg)
 
 	r = open_dir_p(m->cfg->state_dir, 0700, &m->state_fd);
 	if (r < 0)
-		return set_err(reterr_msg, r, "cannot open state directory %s: %s", m->cfg->state_dir, strerror(-r));
+		return errmsg_set(reterr_msg, r, "cannot open state directory %s: %s", m->cfg->state_dir, strerror(-r));
 	m->lock_fd = openat(m->state_fd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (m->lock_fd < 0)
-		return set_err(reterr_msg, negative_errno(), "cannot open %s/lock: %s", m->cfg->state_dir,
+		return errmsg_set(reterr_msg, negative_errno(), "cannot open %s/lock: %s", m->cfg->state_dir,
 			       strerror(errno));
 	if (flock(m->lock_fd, LOCK_EX | LOCK_NB) < 0)
-		return set_err(reterr_msg, -EBUSY, "state locked: another nvmevol instance uses %s", m->cfg->state_dir);
+		return errmsg_set(reterr_msg, -EBUSY, "state locked: another nvmevol instance uses %s", m->cfg->state_dir);
 	r = mkdirat_exist_ok(m->state_fd, "index", 0700);
 	if (r >= 0) {
 		m->index_fd = openat(m->state_fd, "index", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		r = m->index_fd < 0 ? negative_errno() : 0;
 	}
 	if (r < 0)
-		return set_err(reterr_msg, r, "cannot open %s/index: %s", m->cfg->state_dir, strerror(-r));
+		return errmsg_set(reterr_msg, r, "cannot open %s/index: %s", m->cfg->state_dir, strerror(-r));
 	(void)remove_atomic_tmp_files(m->index_fd);
 
 	r = open_dir_p(m->cfg->propagated_mount, 0755, &m->prop_fd);
 	if (r < 0)
-		return set_err(reterr_msg, r, "cannot open %s: %s", m->cfg->propagated_mount, strerror(-r));
+		return errmsg_set(reterr_msg, r, "cannot open %s: %s", m->cfg->propagated_mount, strerror(-r));
 
 	r = pool_scan(m->pool);
 	if (r < 0)
-		return set_err(reterr_msg, r, "partition discovery failed: %s", strerror(-r));
+		return errmsg_set(reterr_msg, r, "partition discovery failed: %s", strerror(-r));
 
 	for (size_t i = 0; i < pool_size(m->pool); i++) {
 		Partition *part = pool_get(m->pool, i);
@@ -375,7 +357,7 @@ int manager_start(Manager *m, char **reterr_msg)
 	}
 	r = for_each_record(m, NULL, m->index_fd, load_index_entry);
 	if (r < 0)
-		return set_err(reterr_msg, r, "cannot read the index: %s", strerror(-r));
+		return errmsg_set(reterr_msg, r, "cannot read the index: %s", strerror(-r));
 
 	/* Records without an index entry (a disk moved here, or a crash between the two writes). */
 	for (size_t i = 0; i < m->n_vols; i++) {

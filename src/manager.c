@@ -14,27 +14,12 @@
 #include "manager-internal.h"
 #include "mount.h"
 #include "pool.h"
+#include "util/errmsg.h"
 #include "util/fs-util.h"
 #include "util/log.h"
 #include "util/macro.h"
 
 #define RESCAN_INTERVAL_MS 1000
-
-int set_err(char **reterr_msg, int r, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (reterr_msg) {
-		char *m = NULL;
-		va_start(ap, fmt);
-		if (vasprintf(&m, fmt, ap) < 0)
-			m = NULL;
-		va_end(ap);
-		free(*reterr_msg);
-		*reterr_msg = m;
-	}
-	return r < 0 ? r : -EINVAL;
-}
 
 int manager_new(const Config *cfg, Manager **ret)
 {
@@ -226,10 +211,10 @@ static Partition *choose_partition(Manager *m, const VolumeOptions *o, char **re
 	}
 	if (o->partition[0]) {
 		_cleanup_free_ char *avail = pool_describe(m->pool);
-		set_err(reterr_msg, -ENODEV, "no nvmevol partition has the label or UUID '%s'; available: %s",
+		errmsg_set(reterr_msg, -ENODEV, "no nvmevol partition has the label or UUID '%s'; available: %s",
 			o->partition, avail ? avail : "?");
 	} else
-		set_err(reterr_msg, -ENODEV,
+		errmsg_set(reterr_msg, -ENODEV,
 			"no nvmevol partition is available: format one with 'mkfs.xfs -L %sNAME DEVICE' "
 			"(labels starting with '%s' are used) or list devices in NVMEVOL_DEVICES",
 			m->cfg->label_prefix[0] ? m->cfg->label_prefix : "nvmevol-",
@@ -254,23 +239,23 @@ static int make_volume_dir(Manager *m, Volume *v, char **reterr_msg)
 
 	r = mkdirat(v->part->volumes_fd, v->name, 0700);
 	if (r < 0)
-		return set_err(reterr_msg, negative_errno(),
+		return errmsg_set(reterr_msg, negative_errno(),
 			       "cannot create the volume directory on partition %s: %s%s", v->part->label,
 			       strerror(errno),
 			       errno == EEXIST ? " (a leftover directory with that name exists; see the quarantine)" : "");
 	fd = openat(v->part->volumes_fd, v->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0 || st.st_dev != v->part->dev)
-		return set_err(reterr_msg, fd < 0 ? negative_errno() : -EXDEV,
+		return errmsg_set(reterr_msg, fd < 0 ? negative_errno() : -EXDEV,
 			       "the new volume directory changed under nvmevol");
 	if (fchown(fd, v->opts.has_uid ? v->opts.uid : 0, v->opts.has_gid ? v->opts.gid : 0) < 0 ||
 	    fchmod(fd, v->opts.has_mode ? v->opts.mode : 0755) < 0)
-		return set_err(reterr_msg, negative_errno(), "cannot set owner or mode of the volume directory: %s",
+		return errmsg_set(reterr_msg, negative_errno(), "cannot set owner or mode of the volume directory: %s",
 			       strerror(errno));
 	r = quota_apply_create(m, v, fd, reterr_msg);
 	if (r < 0)
 		return r;
 	if (fsync(fd) < 0 || fsync(v->part->volumes_fd) < 0)
-		return set_err(reterr_msg, negative_errno(), "cannot sync the volume directory: %s", strerror(errno));
+		return errmsg_set(reterr_msg, negative_errno(), "cannot sync the volume directory: %s", strerror(errno));
 	return 0;
 }
 
@@ -283,7 +268,7 @@ int manager_create(Manager *m, const char *name, const VolumeOptions *opts, char
 	int r;
 
 	if (!volume_name_is_valid(name))
-		return set_err(reterr_msg, -EINVAL, "invalid volume name");
+		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
 
 	pthread_mutex_lock(&m->create_lock);
 	existing = lookup(m, name);
@@ -291,20 +276,20 @@ int manager_create(Manager *m, const char *name, const VolumeOptions *opts, char
 		_cleanup_free_ char *diff = NULL;
 
 		if (existing->corrupt)
-			r = set_err(reterr_msg, -EUCLEAN, "volume %s exists but its record is unreadable (%s)", name,
+			r = errmsg_set(reterr_msg, -EUCLEAN, "volume %s exists but its record is unreadable (%s)", name,
 				    existing->corrupt);
 		else if (existing->state != VOLUME_READY)
-			r = set_err(reterr_msg, -EBUSY, "volume %s is being %s; try again", name,
+			r = errmsg_set(reterr_msg, -EBUSY, "volume %s is being %s; try again", name,
 				    volume_state_to_string(existing->state));
 		else if ((diff = volume_options_diff(&existing->opts, opts)))
-			r = set_err(reterr_msg, -EEXIST, "volume %s already exists with different options: %s", name,
+			r = errmsg_set(reterr_msg, -EEXIST, "volume %s already exists with different options: %s", name,
 				    diff);
 		else
 			r = 0;
 		goto out;
 	}
 	if (manager_count(m) >= m->cfg->max_volumes) {
-		r = set_err(reterr_msg, -EDQUOT, "the limit of %llu volumes is reached (NVMEVOL_MAX_VOLUMES)",
+		r = errmsg_set(reterr_msg, -EDQUOT, "the limit of %llu volumes is reached (NVMEVOL_MAX_VOLUMES)",
 			    (unsigned long long)m->cfg->max_volumes);
 		goto out;
 	}
@@ -319,7 +304,7 @@ int manager_create(Manager *m, const char *name, const VolumeOptions *opts, char
 
 	v = volume_new(name);
 	if (!v) {
-		r = set_err(reterr_msg, -ENOMEM, "out of memory");
+		r = errmsg_set(reterr_msg, -ENOMEM, "out of memory");
 		goto out;
 	}
 	v->state = VOLUME_CREATING;
@@ -332,13 +317,13 @@ int manager_create(Manager *m, const char *name, const VolumeOptions *opts, char
 	/* Intent first: a crash from here on is rolled back at the next start. */
 	r = save_record(m, v);
 	if (r < 0) {
-		set_err(reterr_msg, r, "cannot write the volume record on partition %s: %s", part->label, strerror(-r));
+		errmsg_set(reterr_msg, r, "cannot write the volume record on partition %s: %s", part->label, strerror(-r));
 		(void)delete_record(part, name);
 		goto out;
 	}
 	r = save_index(m, v);
 	if (r < 0) {
-		set_err(reterr_msg, r, "cannot write the volume index in %s: %s", m->cfg->state_dir, strerror(-r));
+		errmsg_set(reterr_msg, r, "cannot write the volume index in %s: %s", m->cfg->state_dir, strerror(-r));
 		goto rollback;
 	}
 	r = make_volume_dir(m, v, reterr_msg);
@@ -348,7 +333,7 @@ int manager_create(Manager *m, const char *name, const VolumeOptions *opts, char
 	v->state = VOLUME_READY;
 	r = save_record(m, v);
 	if (r < 0) {
-		set_err(reterr_msg, r, "cannot commit the volume record on partition %s: %s", part->label,
+		errmsg_set(reterr_msg, r, "cannot commit the volume record on partition %s: %s", part->label,
 			strerror(-r));
 		goto rollback;
 	}
@@ -356,7 +341,7 @@ int manager_create(Manager *m, const char *name, const VolumeOptions *opts, char
 	r = reg_insert_locked(m, v);
 	pthread_rwlock_unlock(&m->reg_lock);
 	if (r < 0) {
-		set_err(reterr_msg, r, "cannot register the volume: %s", strerror(-r));
+		errmsg_set(reterr_msg, r, "cannot register the volume: %s", strerror(-r));
 		goto rollback;
 	}
 	log_info("volume %s: created on partition %s (UUID %s)", name, part->label, part->uuid);
@@ -424,7 +409,7 @@ int manager_remove(Manager *m, const char *name, char **reterr_msg)
 	int r;
 
 	if (!volume_name_is_valid(name))
-		return set_err(reterr_msg, -EINVAL, "invalid volume name");
+		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
 
 	pthread_mutex_lock(&m->create_lock);
 	v = lookup(m, name);
@@ -439,13 +424,13 @@ int manager_remove(Manager *m, const char *name, char **reterr_msg)
 		goto out;
 	}
 	if (volume_mount_total(v) > 0) {
-		r = set_err(reterr_msg, -EBUSY,
+		r = errmsg_set(reterr_msg, -EBUSY,
 			    "volume %s is in use (mounted %u time(s)); stop the containers that use it first", name,
 			    volume_mount_total(v));
 		goto out;
 	}
 	if (!v->part || !v->part->present) {
-		r = set_err(reterr_msg, -ENODEV,
+		r = errmsg_set(reterr_msg, -ENODEV,
 			    "volume %s is on partition %s (UUID %s), which is not available; reattach it to remove "
 			    "the volume's data, or delete %s/index/%s.json to forget the volume",
 			    name, v->partition_label, v->partition_uuid, m->cfg->state_dir, name);
@@ -460,7 +445,7 @@ int manager_remove(Manager *m, const char *name, char **reterr_msg)
 			pthread_rwlock_wrlock(&m->reg_lock);
 			v->state = VOLUME_READY;
 			pthread_rwlock_unlock(&m->reg_lock);
-			r = set_err(reterr_msg, r, "cannot write the volume record on partition %s: %s",
+			r = errmsg_set(reterr_msg, r, "cannot write the volume record on partition %s: %s",
 				    v->part->label, strerror(-r));
 			goto out;
 		}
@@ -470,12 +455,12 @@ int manager_remove(Manager *m, const char *name, char **reterr_msg)
 	(void)getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK);
 	snprintf(trash_name, sizeof(trash_name), "%s.%016llx", name, (unsigned long long)rnd);
 	if (renameat(v->part->volumes_fd, name, v->part->trash_fd, trash_name) < 0 && errno != ENOENT) {
-		r = set_err(reterr_msg, negative_errno(), "cannot remove the volume directory on partition %s: %s",
+		r = errmsg_set(reterr_msg, negative_errno(), "cannot remove the volume directory on partition %s: %s",
 			    v->part->label, strerror(errno));
 		goto out;
 	}
 	if (fsync(v->part->trash_fd) < 0 || fsync(v->part->volumes_fd) < 0) {
-		r = set_err(reterr_msg, negative_errno(), "cannot sync partition %s: %s", v->part->label,
+		r = errmsg_set(reterr_msg, negative_errno(), "cannot sync partition %s: %s", v->part->label,
 			    strerror(errno));
 		goto out;
 	}
@@ -483,7 +468,7 @@ int manager_remove(Manager *m, const char *name, char **reterr_msg)
 	if (r == 0)
 		r = delete_index(m, name);
 	if (r < 0) {
-		set_err(reterr_msg, r, "cannot delete the volume record: %s", strerror(-r));
+		errmsg_set(reterr_msg, r, "cannot delete the volume record: %s", strerror(-r));
 		goto out;
 	}
 	(void)unlinkat(m->prop_fd, name, AT_REMOVEDIR);
@@ -555,40 +540,40 @@ static int bind_volume(Manager *m, Volume *v, char **reterr_msg)
 		r = mkdirat_exist_ok(m->prop_fd, v->name, 0755);
 	}
 	if (r < 0)
-		return set_err(reterr_msg, r, "cannot create mountpoint %s: %s", path, strerror(-r));
+		return errmsg_set(reterr_msg, r, "cannot create mountpoint %s: %s", path, strerror(-r));
 	target = openat(m->prop_fd, v->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (target < 0)
-		return set_err(reterr_msg, negative_errno(), "cannot open mountpoint %s: %s", path, strerror(errno));
+		return errmsg_set(reterr_msg, negative_errno(), "cannot open mountpoint %s: %s", path, strerror(errno));
 	if (fstat(target, &st) < 0 || fstat(m->prop_fd, &pst) < 0)
-		return set_err(reterr_msg, negative_errno(), "cannot stat %s", path);
+		return errmsg_set(reterr_msg, negative_errno(), "cannot stat %s", path);
 	if (st.st_dev != pst.st_dev) {
 		/* A stale mount from before a crash sits there: take it away and retry once. */
 		(void)close(TAKE_FD(target));
 		(void)unmount_path(path);
 		target = openat(m->prop_fd, v->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (target < 0 || fstat(target, &st) < 0 || st.st_dev != pst.st_dev)
-			return set_err(reterr_msg, -EBUSY, "mountpoint %s is occupied by another mount", path);
+			return errmsg_set(reterr_msg, -EBUSY, "mountpoint %s is occupied by another mount", path);
 	}
 
 	src = openat(v->part->volumes_fd, v->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (src < 0)
-		return set_err(reterr_msg, negative_errno(),
+		return errmsg_set(reterr_msg, negative_errno(),
 			       "the directory of volume %s is missing or not a directory on partition %s: %s", v->name,
 			       v->part->label, strerror(errno));
 	if (fstat(src, &st) < 0 || st.st_dev != v->part->dev)
-		return set_err(reterr_msg, -EXDEV, "the directory of volume %s is not on partition %s", v->name,
+		return errmsg_set(reterr_msg, -EXDEV, "the directory of volume %s is not on partition %s", v->name,
 			       v->part->label);
 
 	r = mount_bind_noatime(src, target);
 	if (r < 0) {
 		(void)unlinkat(m->prop_fd, v->name, AT_REMOVEDIR);
-		return set_err(reterr_msg, r, "bind mount of volume %s failed: %s", v->name, strerror(-r));
+		return errmsg_set(reterr_msg, r, "bind mount of volume %s failed: %s", v->name, strerror(-r));
 	}
 	r = verify_bind(m, v, &opts, &why);
 	if (r < 0) {
 		(void)unmount_path(path);
 		(void)unlinkat(m->prop_fd, v->name, AT_REMOVEDIR);
-		return set_err(reterr_msg, r, "volume %s was not mounted as asked (%s); refusing to serve it", v->name,
+		return errmsg_set(reterr_msg, r, "volume %s was not mounted as asked (%s); refusing to serve it", v->name,
 			       why ? why : strerror(-r));
 	}
 	pthread_rwlock_wrlock(&m->reg_lock);
@@ -634,7 +619,7 @@ static int ensure_partition(Manager *m, Volume *v, char **reterr_msg)
 		}
 	}
 	if (!v->part || !v->part->present || !partition_verify(m->pool, v->part))
-		return set_err(reterr_msg, -ENODEV, "volume %s: partition %s (UUID %s) is not available: %s", v->name,
+		return errmsg_set(reterr_msg, -ENODEV, "volume %s: partition %s (UUID %s) is not available: %s", v->name,
 			       v->partition_label, v->partition_uuid,
 			       v->part && v->part->problem ? v->part->problem : "not detected; is the disk attached?");
 	return 0;
@@ -648,20 +633,20 @@ int manager_mount(Manager *m, const char *name, const char *id, char **ret_mount
 	int r;
 
 	if (!volume_name_is_valid(name))
-		return set_err(reterr_msg, -EINVAL, "invalid volume name");
+		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
 	if (!mount_id_is_valid(id))
-		return set_err(reterr_msg, -EINVAL, "invalid mount ID");
+		return errmsg_set(reterr_msg, -EINVAL, "invalid mount ID");
 	v = lookup(m, name);
 	if (!v)
-		return set_err(reterr_msg, -ENOENT, "no such volume: %s", name);
+		return errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", name);
 
 	pthread_mutex_lock(&v->op_lock);
 	if (v->removed) {
-		r = set_err(reterr_msg, -ENOENT, "no such volume: %s", name);
+		r = errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", name);
 		goto out;
 	}
 	if (v->corrupt) {
-		r = set_err(reterr_msg, -EUCLEAN, "volume %s cannot be mounted: its record is unreadable (%s)", name,
+		r = errmsg_set(reterr_msg, -EUCLEAN, "volume %s cannot be mounted: its record is unreadable (%s)", name,
 			    v->corrupt);
 		goto out;
 	}
@@ -698,7 +683,7 @@ int manager_mount(Manager *m, const char *name, const char *id, char **ret_mount
 		pthread_rwlock_unlock(&m->reg_lock);
 		if (fresh)
 			(void)unbind_volume(m, v);
-		r = set_err(reterr_msg, r, "volume %s: cannot record the mount on partition %s: %s", name,
+		r = errmsg_set(reterr_msg, r, "volume %s: cannot record the mount on partition %s: %s", name,
 			    v->part->label, strerror(-r));
 		goto out;
 	}
@@ -722,9 +707,9 @@ int manager_unmount(Manager *m, const char *name, const char *id, char **reterr_
 	int r = 0;
 
 	if (!volume_name_is_valid(name))
-		return set_err(reterr_msg, -EINVAL, "invalid volume name");
+		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
 	if (!mount_id_is_valid(id))
-		return set_err(reterr_msg, -EINVAL, "invalid mount ID");
+		return errmsg_set(reterr_msg, -EINVAL, "invalid mount ID");
 	v = lookup(m, name);
 	if (!v) {
 		log_info("volume %s: unmount of an unknown volume, nothing to do", name);
@@ -743,7 +728,7 @@ int manager_unmount(Manager *m, const char *name, const char *id, char **reterr_
 	if (volume_mount_total(v) == 1 && v->mounted) {
 		r = unbind_volume(m, v);
 		if (r < 0) {
-			r = set_err(reterr_msg, r, "volume %s: unmount failed: %s", name, strerror(-r));
+			r = errmsg_set(reterr_msg, r, "volume %s: unmount failed: %s", name, strerror(-r));
 			goto out;
 		}
 	}
@@ -768,10 +753,10 @@ int manager_path(Manager *m, const char *name, char **ret_mountpoint, char **ret
 	bool mounted;
 
 	if (!volume_name_is_valid(name))
-		return set_err(reterr_msg, -EINVAL, "invalid volume name");
+		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
 	v = lookup(m, name);
 	if (!v)
-		return set_err(reterr_msg, -ENOENT, "no such volume: %s", name);
+		return errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", name);
 	pthread_rwlock_rdlock(&m->reg_lock);
 	mounted = v->mounted && !v->removed;
 	pthread_rwlock_unlock(&m->reg_lock);
@@ -791,13 +776,13 @@ int manager_get(Manager *m, const char *name, json_t **ret_volume, char **reterr
 	json_t *j;
 
 	if (!volume_name_is_valid(name))
-		return set_err(reterr_msg, -EINVAL, "invalid volume name");
+		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
 	v = lookup(m, name);
 	if (!v)
-		return set_err(reterr_msg, -ENOENT, "no such volume: %s", name);
+		return errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", name);
 	j = volume_to_api_json(m, v, true);
 	if (!j)
-		return set_err(reterr_msg, -ENOMEM, "out of memory");
+		return errmsg_set(reterr_msg, -ENOMEM, "out of memory");
 	*ret_volume = j;
 	return 0;
 }
@@ -808,7 +793,7 @@ int manager_list(Manager *m, json_t **ret_volumes, char **reterr_msg)
 	int r = 0;
 
 	if (!arr)
-		return set_err(reterr_msg, -ENOMEM, "out of memory");
+		return errmsg_set(reterr_msg, -ENOMEM, "out of memory");
 	pthread_rwlock_rdlock(&m->reg_lock);
 	for (size_t i = 0; i < m->n_vols && r == 0; i++) {
 		json_t *e = json_object();
@@ -826,7 +811,7 @@ int manager_list(Manager *m, json_t **ret_volumes, char **reterr_msg)
 	pthread_rwlock_unlock(&m->reg_lock);
 	if (r < 0) {
 		json_decref(arr);
-		return set_err(reterr_msg, r, "out of memory");
+		return errmsg_set(reterr_msg, r, "out of memory");
 	}
 	*ret_volumes = arr;
 	return 0;

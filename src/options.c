@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "options.h"
+#include "util/errmsg.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -58,23 +59,6 @@ const char *volume_options_valid_keys(void)
 	       "inodes, selftest (off|warn|enforce), min_write_mbps, min_read_mbps, min_iops, max_p99_ms";
 }
 
-static int fail(char **reterr_msg, const char *fmt, ...) _printf_(2, 3);
-static int fail(char **reterr_msg, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (reterr_msg) {
-		char *m = NULL;
-		va_start(ap, fmt);
-		if (vasprintf(&m, fmt, ap) < 0)
-			m = NULL;
-		va_end(ap);
-		free(*reterr_msg);
-		*reterr_msg = m;
-	}
-	return -EINVAL;
-}
-
 static bool partition_ref_is_valid(const char *s)
 {
 	size_t n = strlen(s);
@@ -93,7 +77,7 @@ static int parse_threshold(const char *key, const char *val, double *ret, char *
 	double v;
 
 	if (parse_decimal(val, &v) < 0 || v <= 0 || v > 1e9)
-		return fail(reterr_msg, "invalid value '%s' for option %s: expected a positive number, e.g. %s=100",
+		return errmsg_set(reterr_msg, -EINVAL, "invalid value '%s' for option %s: expected a positive number, e.g. %s=100",
 			    val, key, key);
 	*ret = v;
 	return 0;
@@ -109,55 +93,55 @@ int volume_options_parse(const json_t *opts, VolumeOptions *ret, char **reterr_m
 	if (opts && json_is_null(opts))
 		opts = NULL;
 	if (opts && !json_is_object(opts))
-		return fail(reterr_msg, "Opts must be an object of string values");
+		return errmsg_set(reterr_msg, -EINVAL, "Opts must be an object of string values");
 	if (opts && json_object_size(opts) > OPTIONS_MAX_COUNT)
-		return fail(reterr_msg, "too many options (%zu, at most %d)", json_object_size(opts),
+		return errmsg_set(reterr_msg, -EINVAL, "too many options (%zu, at most %d)", json_object_size(opts),
 			    OPTIONS_MAX_COUNT);
 
 	json_object_foreach((json_t *)opts, key, value) {
 		const char *val;
 
 		if (!json_is_string(value))
-			return fail(reterr_msg, "option '%s' must be a string", key);
+			return errmsg_set(reterr_msg, -EINVAL, "option '%s' must be a string", key);
 		val = json_string_value(value);
 		if (strlen(key) > 64 || !string_is_printable_ascii(key))
-			return fail(reterr_msg, "invalid option name; valid options: %s", volume_options_valid_keys());
+			return errmsg_set(reterr_msg, -EINVAL, "invalid option name; valid options: %s", volume_options_valid_keys());
 		if (json_string_length(value) > OPTION_VALUE_MAX - 1 || strlen(val) != json_string_length(value) ||
 		    !string_is_printable_ascii(val))
-			return fail(reterr_msg, "invalid value for option %s: printable ASCII only, at most %d characters",
+			return errmsg_set(reterr_msg, -EINVAL, "invalid value for option %s: printable ASCII only, at most %d characters",
 				    key, OPTION_VALUE_MAX - 1);
 
 		if (streq(key, "partition")) {
 			if (!partition_ref_is_valid(val))
-				return fail(reterr_msg, "invalid partition '%s': give a filesystem label or UUID", val);
+				return errmsg_set(reterr_msg, -EINVAL, "invalid partition '%s': give a filesystem label or UUID", val);
 			strcpy(o.partition, val);
 		} else if (streq(key, "uid")) {
 			if (parse_u32(val, &o.uid) < 0 || o.uid == UINT32_MAX)
-				return fail(reterr_msg, "invalid uid '%s': expected a number from 0 to 4294967294", val);
+				return errmsg_set(reterr_msg, -EINVAL, "invalid uid '%s': expected a number from 0 to 4294967294", val);
 			o.has_uid = true;
 		} else if (streq(key, "gid")) {
 			if (parse_u32(val, &o.gid) < 0 || o.gid == UINT32_MAX)
-				return fail(reterr_msg, "invalid gid '%s': expected a number from 0 to 4294967294", val);
+				return errmsg_set(reterr_msg, -EINVAL, "invalid gid '%s': expected a number from 0 to 4294967294", val);
 			o.has_gid = true;
 		} else if (streq(key, "mode")) {
 			if (parse_mode(val, &o.mode) < 0)
-				return fail(reterr_msg, "invalid mode '%s': expected octal permission bits such as 0755 or 0700",
+				return errmsg_set(reterr_msg, -EINVAL, "invalid mode '%s': expected octal permission bits such as 0755 or 0700",
 					    val);
 			o.has_mode = true;
 		} else if (streq(key, "size")) {
 			r = parse_size(val, &o.size_bytes);
 			if (r < 0 || o.size_bytes == 0)
-				return fail(reterr_msg, "invalid size '%s': expected a whole number with a unit K, M, G or T, e.g. size=10G",
+				return errmsg_set(reterr_msg, -EINVAL, "invalid size '%s': expected a whole number with a unit K, M, G or T, e.g. size=10G",
 					    val);
 			if (o.size_bytes < (1u << 20))
-				return fail(reterr_msg, "invalid size '%s': the smallest limit is 1M", val);
+				return errmsg_set(reterr_msg, -EINVAL, "invalid size '%s': the smallest limit is 1M", val);
 		} else if (streq(key, "inodes")) {
 			if (parse_u64(val, &o.inodes) < 0 || o.inodes == 0)
-				return fail(reterr_msg, "invalid inodes '%s': expected a positive whole number", val);
+				return errmsg_set(reterr_msg, -EINVAL, "invalid inodes '%s': expected a positive whole number", val);
 		} else if (streq(key, "selftest")) {
 			o.selftest = selftest_policy_from_string(val);
 			if (o.selftest < 0)
-				return fail(reterr_msg, "invalid selftest '%s': expected off, warn or enforce", val);
+				return errmsg_set(reterr_msg, -EINVAL, "invalid selftest '%s': expected off, warn or enforce", val);
 		} else if (streq(key, "min_write_mbps")) {
 			r = parse_threshold(key, val, &o.thresholds.min_write_mbps, reterr_msg);
 			if (r < 0)
@@ -175,7 +159,7 @@ int volume_options_parse(const json_t *opts, VolumeOptions *ret, char **reterr_m
 			if (r < 0)
 				return r;
 		} else
-			return fail(reterr_msg, "unknown option '%s'; valid options: %s", key, volume_options_valid_keys());
+			return errmsg_set(reterr_msg, -EINVAL, "unknown option '%s'; valid options: %s", key, volume_options_valid_keys());
 	}
 
 	*ret = o;

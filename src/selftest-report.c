@@ -146,21 +146,21 @@ SelftestVerdict selftest_judge(const SelftestResult *r, const SelftestThresholds
 
 		if (t->min_write_mbps > 0 && w < t->min_write_mbps) {
 			v = SELFTEST_VERDICT_BELOW_THRESHOLD;
-			msg_add(&m, "sequential write %.1f MiB/s is below min_write_mbps=%g", w, t->min_write_mbps);
+			msg_add(&m, "sequential write %.1f MiB/s is below min_write_mbps=%.15g", w, t->min_write_mbps);
 		}
 		if (t->min_read_mbps > 0 && rd < t->min_read_mbps) {
 			v = SELFTEST_VERDICT_BELOW_THRESHOLD;
-			msg_add(&m, "sequential read %.1f MiB/s is below min_read_mbps=%g", rd, t->min_read_mbps);
+			msg_add(&m, "sequential read %.1f MiB/s is below min_read_mbps=%.15g", rd, t->min_read_mbps);
 		}
 		if (t->min_iops > 0 && (double)low_iops < t->min_iops) {
 			v = SELFTEST_VERDICT_BELOW_THRESHOLD;
-			msg_add(&m, "random %s %" PRId64 " IOPS at QD%u is below min_iops=%g",
+			msg_add(&m, "random %s %" PRId64 " IOPS at QD%u is below min_iops=%.15g",
 				r->rand_read_iops <= r->rand_write_iops ? "read" : "write",
 				(int64_t)low_iops, r->iodepth, t->min_iops);
 		}
 		if (t->max_p99_ms > 0 && p99 > t->max_p99_ms) {
 			v = SELFTEST_VERDICT_BELOW_THRESHOLD;
-			msg_add(&m, "p99 latency %.3f ms (random %s, QD1) is above max_p99_ms=%g", p99,
+			msg_add(&m, "p99 latency %.3f ms (random %s, QD1) is above max_p99_ms=%.15g", p99,
 				r->write_p99_ms >= r->read_p99_ms ? "write" : "read", t->max_p99_ms);
 		}
 	}

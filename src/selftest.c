@@ -623,6 +623,8 @@ static int phase_rand_qdn(Run *run, bool write, double weight, double weights_le
 
 	for (unsigned i = 0; i < started; i++)
 		(void)pthread_join(ph.workers[i].thread, NULL);
+	(void)pthread_cond_destroy(&ph.cond);
+	(void)pthread_mutex_destroy(&ph.lock);
 
 	if (r < 0) {
 		free(ph.workers);

@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "volume.h"
+#include "util/errmsg.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -195,28 +196,13 @@ char *volume_record_dump(const Volume *v, bool with_mounts)
 	return s;
 }
 
-static int perr(char **reterr_msg, const char *fmt, ...) _printf_(2, 3);
-static int perr(char **reterr_msg, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (reterr_msg) {
-		free(*reterr_msg);
-		va_start(ap, fmt);
-		if (vasprintf(reterr_msg, fmt, ap) < 0)
-			*reterr_msg = NULL;
-		va_end(ap);
-	}
-	return -EUCLEAN;
-}
-
 static int copy_short_string(json_t *j, const char *key, char *dst, size_t size, char **reterr_msg)
 {
 	json_t *s = json_object_get(j, key);
 
 	if (!json_is_string(s) || json_string_length(s) >= size || strlen(json_string_value(s)) != json_string_length(s) ||
 	    !string_is_printable_ascii(json_string_value(s)))
-		return perr(reterr_msg, "field '%s' is missing or invalid", key);
+		return errmsg_set(reterr_msg, -EUCLEAN, "field '%s' is missing or invalid", key);
 	strcpy(dst, json_string_value(s));
 	return 0;
 }
@@ -231,22 +217,22 @@ int volume_record_parse(const char *buf, size_t len, Volume **ret, char **reterr
 	int r;
 
 	if (len > RECORD_SIZE_MAX)
-		return perr(reterr_msg, "record larger than %d bytes", RECORD_SIZE_MAX);
+		return errmsg_set(reterr_msg, -EUCLEAN, "record larger than %d bytes", RECORD_SIZE_MAX);
 	j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!j)
-		return perr(reterr_msg, "not valid JSON: %s", jerr.text);
+		return errmsg_set(reterr_msg, -EUCLEAN, "not valid JSON: %s", jerr.text);
 	if (!json_is_object(j)) {
-		r = perr(reterr_msg, "not a JSON object");
+		r = errmsg_set(reterr_msg, -EUCLEAN, "not a JSON object");
 		goto out;
 	}
 	x = json_object_get(j, "version");
 	if (!json_is_integer(x) || json_integer_value(x) != RECORD_VERSION) {
-		r = perr(reterr_msg, "unsupported record version");
+		r = errmsg_set(reterr_msg, -EUCLEAN, "unsupported record version");
 		goto out;
 	}
 	crc = json_object_get(j, "crc");
 	if (!json_is_integer(crc)) {
-		r = perr(reterr_msg, "no checksum");
+		r = errmsg_set(reterr_msg, -EUCLEAN, "no checksum");
 		goto out;
 	}
 	{
@@ -255,7 +241,7 @@ int volume_record_parse(const char *buf, size_t len, Volume **ret, char **reterr
 		json_object_del(j, "crc");
 		if ((json_int_t)body_crc(j) != want) {
 			json_decref(crc);
-			r = perr(reterr_msg, "checksum mismatch");
+			r = errmsg_set(reterr_msg, -EUCLEAN, "checksum mismatch");
 			goto out;
 		}
 		json_object_set_new(j, "crc", crc);
@@ -265,7 +251,7 @@ int volume_record_parse(const char *buf, size_t len, Volume **ret, char **reterr
 	if (r < 0)
 		goto out;
 	if (!volume_name_is_valid(name)) {
-		r = perr(reterr_msg, "invalid volume name");
+		r = errmsg_set(reterr_msg, -EUCLEAN, "invalid volume name");
 		goto out;
 	}
 	v = volume_new(name);
@@ -276,18 +262,18 @@ int volume_record_parse(const char *buf, size_t len, Volume **ret, char **reterr
 	x = json_object_get(j, "state");
 	v->state = volume_state_from_string(json_string_value(x));
 	if (v->state < 0) {
-		r = perr(reterr_msg, "invalid state");
+		r = errmsg_set(reterr_msg, -EUCLEAN, "invalid state");
 		goto out;
 	}
 	opts = json_object_get(j, "options");
 	if (!json_is_object(opts)) {
-		r = perr(reterr_msg, "field 'options' is missing");
+		r = errmsg_set(reterr_msg, -EUCLEAN, "field 'options' is missing");
 		goto out;
 	}
 	{
 		_cleanup_free_ char *oerr = NULL;
 		if (volume_options_parse(opts, &v->opts, &oerr) < 0) {
-			r = perr(reterr_msg, "invalid options: %s", oerr ? oerr : "?");
+			r = errmsg_set(reterr_msg, -EUCLEAN, "invalid options: %s", oerr ? oerr : "?");
 			goto out;
 		}
 	}
@@ -299,27 +285,27 @@ int volume_record_parse(const char *buf, size_t len, Volume **ret, char **reterr
 		goto out;
 	x = json_object_get(j, "created_at");
 	if (!json_is_integer(x) || json_integer_value(x) < 0) {
-		r = perr(reterr_msg, "field 'created_at' is missing or invalid");
+		r = errmsg_set(reterr_msg, -EUCLEAN, "field 'created_at' is missing or invalid");
 		goto out;
 	}
 	v->created_at = json_integer_value(x);
 	x = json_object_get(j, "projid");
 	if (x) {
 		if (!json_is_integer(x) || json_integer_value(x) <= 0 || json_integer_value(x) > UINT32_MAX - 1) {
-			r = perr(reterr_msg, "field 'projid' is invalid");
+			r = errmsg_set(reterr_msg, -EUCLEAN, "field 'projid' is invalid");
 			goto out;
 		}
 		v->projid = (uint32_t)json_integer_value(x);
 	}
 	mounts = json_object_get(j, "mounts");
 	if (mounts && !json_is_object(mounts)) {
-		r = perr(reterr_msg, "field 'mounts' is invalid");
+		r = errmsg_set(reterr_msg, -EUCLEAN, "field 'mounts' is invalid");
 		goto out;
 	}
 	json_object_foreach(mounts, key, val) {
 		json_int_t n = json_is_integer(val) ? json_integer_value(val) : 0;
 		if (!mount_id_is_valid(key) || n <= 0 || n > 1000000) {
-			r = perr(reterr_msg, "invalid mount count");
+			r = errmsg_set(reterr_msg, -EUCLEAN, "invalid mount count");
 			goto out;
 		}
 		r = volume_mount_add(v, key);

@@ -16,6 +16,25 @@
 
 #define RM_RF_MAX_DEPTH 4096
 
+DIR *opendir_fd(int dirfd)
+{
+	int dupfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+	DIR *d;
+
+	if (dupfd < 0)
+		return NULL;
+	d = fdopendir(dupfd);
+	if (!d) {
+		int saved = errno;
+		(void)close(dupfd);
+		errno = saved;
+		return NULL;
+	}
+	/* The duplicate shares the file offset: start from the top whatever was read before. */
+	rewinddir(d);
+	return d;
+}
+
 bool is_atomic_tmp_name(const char *name)
 {
 	return name[0] == '.' && strstr(name, ".tmp.") != NULL;
@@ -162,20 +181,14 @@ static int rm_rf_children_depth(int dirfd, dev_t dev, unsigned depth)
 {
 	DIR *d;
 	struct dirent *de;
-	int dupfd, r = 0;
+	int r = 0;
 
 	if (depth > RM_RF_MAX_DEPTH)
 		return -ELOOP;
 
-	dupfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
-	if (dupfd < 0)
+	d = opendir_fd(dirfd);
+	if (!d)
 		return negative_errno();
-	d = fdopendir(dupfd);
-	if (!d) {
-		(void)close(dupfd);
-		return negative_errno();
-	}
-	rewinddir(d);
 
 	while ((errno = 0, de = readdir(d))) {
 		struct stat st;
@@ -278,17 +291,11 @@ int remove_atomic_tmp_files(int dirfd)
 {
 	DIR *d;
 	struct dirent *de;
-	int dupfd, n = 0;
+	int n = 0;
 
-	dupfd = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
-	if (dupfd < 0)
+	d = opendir_fd(dirfd);
+	if (!d)
 		return negative_errno();
-	d = fdopendir(dupfd);
-	if (!d) {
-		(void)close(dupfd);
-		return negative_errno();
-	}
-	rewinddir(d);
 	while ((de = readdir(d)))
 		if (is_atomic_tmp_name(de->d_name) && unlinkat(dirfd, de->d_name, 0) == 0)
 			n++;

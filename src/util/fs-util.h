@@ -2,9 +2,16 @@
 /* fd-relative file helpers: atomic writes, capped reads, confined opens, safe recursive delete. */
 #pragma once
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+
+/*
+ * A DIR stream over a duplicate of @dirfd, rewound: @dirfd stays open and
+ * usable. NULL with errno set on failure. closedir() the result.
+ */
+DIR *opendir_fd(int dirfd);
 
 /* Temp files written by write_file_atomic_at() start with '.' and contain ".tmp.". */
 bool is_atomic_tmp_name(const char *name);
