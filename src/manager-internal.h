@@ -8,6 +8,7 @@
 
 #include "config.h"
 #include "manager.h"
+#include "mount.h"
 #include "pool.h"
 #include "volume.h"
 #include "util/errmsg.h"
@@ -40,6 +41,8 @@ int save_record(Manager *m, Volume *v);
 int save_index(Manager *m, Volume *v);
 
 void mountpoint_of(Manager *m, const char *name, char *buf, size_t len);
+/* @e is the bind nvmevol makes for @v: its partition, its directory, noatime,nodiratime. */
+bool bind_entry_matches(const MountEntry *e, const Volume *v);
 int verify_bind(Manager *m, Volume *v, char **ret_options, char **reterr_why);
 
 /* manager-status.c: the Volume object of Get (Status included) or of List. */

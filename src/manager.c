@@ -494,25 +494,31 @@ void mountpoint_of(Manager *m, const char *name, char *buf, size_t len)
 	snprintf(buf, len, "%s/%s", m->cfg->propagated_mount, name);
 }
 
+bool bind_entry_matches(const MountEntry *e, const Volume *v)
+{
+	char root[VOLUME_NAME_MAX + 32];
+
+	snprintf(root, sizeof(root), "/nvmevol/volumes/%s", v->name);
+	return v->part && v->part->present && e->dev == v->part->dev && streq(e->root, root) &&
+	       mount_options_contain(e->vfs_options, "noatime") && mount_options_contain(e->vfs_options, "nodiratime");
+}
+
 /* Checks that the kernel shows our bind of @v at its mountpoint, with the flags we set. */
 int verify_bind(Manager *m, Volume *v, char **ret_options, char **reterr_why)
 {
-	char target[PATH_MAX], root[VOLUME_NAME_MAX + 32];
+	char target[PATH_MAX];
 	MountEntry e = { 0 };
 	int r;
 
 	mountpoint_of(m, v->name, target, sizeof(target));
-	snprintf(root, sizeof(root), "/nvmevol/volumes/%s", v->name);
 	r = mountinfo_find_target(target, &e);
 	if (r < 0) {
 		if (reterr_why)
 			*reterr_why = strdup(r == -ENOENT ? "not mounted" : strerror(-r));
 		return r;
 	}
-	if (!v->part || e.dev != v->part->dev || !streq(e.root, root))
+	if (!bind_entry_matches(&e, v))
 		r = -ENXIO;
-	else if (!mount_options_contain(e.vfs_options, "noatime") || !mount_options_contain(e.vfs_options, "nodiratime"))
-		r = -EINVAL;
 	if (r < 0) {
 		if (reterr_why && asprintf(reterr_why, "kernel shows %s mounted from %u:%u%s with '%s'", target,
 					   major(e.dev), minor(e.dev), e.root, e.vfs_options) < 0)

@@ -52,6 +52,7 @@ typedef struct Volume {
 	char *bind_options; /* verified vfs options of the bind, while mounted */
 	json_t *selftest;   /* last self-test report for Status, or NULL */
 	bool removed;
+	bool indexed;       /* start-up: an index entry exists in the state directory */
 	unsigned refs;
 	pthread_mutex_t op_lock; /* serialises Mount/Unmount/Remove of this volume */
 } Volume;

@@ -109,11 +109,24 @@ int read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *re
 	if ((uint64_t)st.st_size > max)
 		return -EFBIG;
 
-	buf = malloc(max + 1);
+	/* Sized by fstat, grown only if the file grows while being read; never past @max. */
+	size_t cap = (size_t)st.st_size + 1;
+	buf = malloc(cap + 1);
 	if (!buf)
 		return -ENOMEM;
 	for (;;) {
-		ssize_t n = read(fd, buf + len, max + 1 - len);
+		ssize_t n;
+		if (len == cap) {
+			char *nb;
+			if (cap > max)
+				return -EFBIG;
+			cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+			nb = realloc(buf, cap + 1);
+			if (!nb)
+				return -ENOMEM;
+			buf = nb;
+		}
+		n = read(fd, buf + len, cap - len);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
