@@ -162,16 +162,17 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 int http_server_start(HttpServer *s, Manager *m)
 {
 	s->manager = m;
+	/* The logger must be the first option, or MHD logs about it through its default logger. */
 	s->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
 					  MHD_USE_ERROR_LOG | MHD_USE_ITC,
 				  0, NULL, NULL, on_request, s,
+				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				  MHD_OPTION_LISTEN_SOCKET, (MHD_socket)s->listen_fd,
 				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTION_LIMIT,
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_IDLE_TIMEOUT_S,
 				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
 				  MHD_OPTION_THREAD_STACK_SIZE, (size_t)THREAD_STACK_SIZE,
 				  MHD_OPTION_NOTIFY_COMPLETED, request_completed, NULL,
-				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				  MHD_OPTION_END);
 	if (!s->mhd)
 		return -EIO;

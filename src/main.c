@@ -34,6 +34,7 @@ static int run_daemon(void)
 	sigset_t mask;
 	int sig, r;
 
+	log_setup();
 	r = config_from_env(&cfg, &err);
 	if (r < 0) {
 		log_error("bad setting: %s", err ? err : strerror(-r));

@@ -53,13 +53,23 @@ int log_internal(LogLevel level, int err, const char *fmt, ...)
 		gmtime_r(&ts.tv_sec, &tm);
 		strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
 
+		/* dockerd files a plugin's stderr as errors and its stdout as info: route by level. */
+		FILE *out = level <= LOG_LEVEL_WARNING ? stderr : stdout;
+
 		/* One write per line so concurrent threads do not interleave. */
 		if (abs_err)
-			fprintf(stderr, "%s.%03ldZ nvmevol %s: %s: %s\n", stamp, ts.tv_nsec / 1000000,
+			fprintf(out, "%s.%03ldZ nvmevol %s: %s: %s\n", stamp, ts.tv_nsec / 1000000,
 				level_names[level], msg, strerror(abs_err));
 		else
-			fprintf(stderr, "%s.%03ldZ nvmevol %s: %s\n", stamp, ts.tv_nsec / 1000000,
+			fprintf(out, "%s.%03ldZ nvmevol %s: %s\n", stamp, ts.tv_nsec / 1000000,
 				level_names[level], msg);
 	}
 	return -abs_err;
+}
+
+void log_setup(void)
+{
+	/* Line-buffered: each event reaches dockerd's log when it happens. */
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	setvbuf(stderr, NULL, _IOLBF, 0);
 }

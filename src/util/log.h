@@ -13,6 +13,8 @@ typedef enum LogLevel {
 	_LOG_LEVEL_INVALID = -EINVAL,
 } LogLevel;
 
+/* Warnings and errors go to stderr, the rest to stdout; both line-buffered. */
+void log_setup(void);
 void log_set_level(LogLevel level);
 LogLevel log_get_level(void);
 LogLevel log_level_from_string(const char *s);

@@ -181,7 +181,7 @@ int testbed_start(Testbed *tb, const char *const *extra_env)
 
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, tb->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-	posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, tb->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
 	r = posix_spawn(&tb->pid, argv[0], &fa, NULL, (char *const *)argv, env);
 	posix_spawn_file_actions_destroy(&fa);
 	if (r != 0) {
