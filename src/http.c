@@ -150,6 +150,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	return send_response(conn, &resp);
 }
 
+static void mhd_log(void *cls, const char *fmt, va_list ap) _printf_(2, 0);
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char buf[512];

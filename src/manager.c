@@ -204,15 +204,23 @@ static Partition *choose_partition(Manager *m, const VolumeOptions *o, char **re
 
 	for (int attempt = 0; attempt < 2; attempt++) {
 		part = o->partition[0] ? pool_find_ref(m->pool, o->partition) : pool_pick_most_free(m->pool);
-		if (part)
+		/* A partition shut down by an I/O error is still "present" until someone looks. */
+		if (part && partition_verify_recent(m->pool, part, 1000))
 			return part;
 		/* The host may have added a partition since the last scan. */
 		(void)pool_rescan_if_stale(m->pool, RESCAN_INTERVAL_MS);
 	}
 	if (o->partition[0]) {
 		_cleanup_free_ char *avail = pool_describe(m->pool);
-		errmsg_set(reterr_msg, -ENODEV, "no nvmevol partition has the label or UUID '%s'; available: %s",
-			o->partition, avail ? avail : "?");
+		Partition *known = pool_find_ref_any(m->pool, o->partition);
+
+		if (known)
+			errmsg_set(reterr_msg, -ENODEV, "partition '%s' (UUID %s) is not available: %s; available: %s",
+				   o->partition, known->uuid, known->problem ? known->problem : "not detected",
+				   avail ? avail : "?");
+		else
+			errmsg_set(reterr_msg, -ENODEV, "no nvmevol partition has the label or UUID '%s'; available: %s",
+				   o->partition, avail ? avail : "?");
 	} else
 		errmsg_set(reterr_msg, -ENODEV,
 			"no nvmevol partition is available: format one with 'mkfs.xfs -L %sNAME DEVICE' "
@@ -786,6 +794,9 @@ int manager_get(Manager *m, const char *name, json_t **ret_volume, char **reterr
 	v = lookup(m, name);
 	if (!v)
 		return errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", name);
+	/* Status must not say "ready" for a partition that vanished underneath: re-check (one mountinfo read). */
+	if (v->part && v->part->present)
+		(void)partition_verify(m->pool, v->part);
 	j = volume_to_api_json(m, v, true);
 	if (!j)
 		return errmsg_set(reterr_msg, -ENOMEM, "out of memory");

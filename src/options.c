@@ -74,11 +74,14 @@ static bool partition_ref_is_valid(const char *s)
 
 static int parse_threshold(const char *key, const char *val, double *ret, char **reterr_msg)
 {
+	const char *dot = strchr(val, '.');
 	double v;
 
-	if (parse_decimal(val, &v) < 0 || v <= 0 || v > 1e9)
-		return errmsg_set(reterr_msg, -EINVAL, "invalid value '%s' for option %s: expected a positive number, e.g. %s=100",
-			    val, key, key);
+	/* At most 3 decimals, from 0.001: the canonical form ("%.3f", zeros stripped) round-trips exactly. */
+	if (parse_decimal(val, &v) < 0 || v < 0.001 || v > 1e9 || (dot && strlen(dot + 1) > 3))
+		return errmsg_set(reterr_msg, -EINVAL,
+				  "invalid value '%s' for option %s: expected a number from 0.001 to 1000000000 with at most 3 decimals, e.g. %s=100",
+				  val, key, key);
 	*ret = v;
 	return 0;
 }
@@ -171,6 +174,21 @@ static int set_str(json_t *obj, const char *key, const char *val)
 	return json_object_set_new(obj, key, json_string(val));
 }
 
+/* "%.3f" without trailing zeros or dot: 100 → "100", 0.5 → "0.5"; never an exponent. */
+static int set_decimal(json_t *obj, const char *key, double v)
+{
+	char buf[64];
+	size_t n;
+
+	snprintf(buf, sizeof(buf), "%.3f", v);
+	n = strlen(buf);
+	while (n > 0 && buf[n - 1] == '0')
+		buf[--n] = '\0';
+	if (n > 0 && buf[n - 1] == '.')
+		buf[--n] = '\0';
+	return set_str(obj, key, buf);
+}
+
 static int set_fmt(json_t *obj, const char *key, const char *fmt, ...) _printf_(3, 4);
 static int set_fmt(json_t *obj, const char *key, const char *fmt, ...)
 {
@@ -207,13 +225,13 @@ json_t *volume_options_to_json(const VolumeOptions *o)
 	if (o->selftest != SELFTEST_POLICY_UNSET)
 		set_str(j, "selftest", selftest_policy_to_string(o->selftest));
 	if (o->thresholds.min_write_mbps > 0)
-		set_fmt(j, "min_write_mbps", "%g", o->thresholds.min_write_mbps);
+		set_decimal(j, "min_write_mbps", o->thresholds.min_write_mbps);
 	if (o->thresholds.min_read_mbps > 0)
-		set_fmt(j, "min_read_mbps", "%g", o->thresholds.min_read_mbps);
+		set_decimal(j, "min_read_mbps", o->thresholds.min_read_mbps);
 	if (o->thresholds.min_iops > 0)
-		set_fmt(j, "min_iops", "%g", o->thresholds.min_iops);
+		set_decimal(j, "min_iops", o->thresholds.min_iops);
 	if (o->thresholds.max_p99_ms > 0)
-		set_fmt(j, "max_p99_ms", "%g", o->thresholds.max_p99_ms);
+		set_decimal(j, "max_p99_ms", o->thresholds.max_p99_ms);
 	return j;
 }
 

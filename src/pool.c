@@ -124,16 +124,27 @@ Partition *pool_find_uuid(Pool *p, const char *uuid)
 	return part;
 }
 
-Partition *pool_find_ref(Pool *p, const char *ref)
+static Partition *find_ref(Pool *p, const char *ref, bool present_only)
 {
 	Partition *found = NULL;
 
 	pthread_mutex_lock(&p->lock);
 	for (size_t i = 0; i < p->n && !found; i++)
-		if (p->parts[i]->present && (streq(p->parts[i]->uuid, ref) || streq(p->parts[i]->label, ref)))
+		if ((p->parts[i]->present || !present_only) &&
+		    (streq(p->parts[i]->uuid, ref) || streq(p->parts[i]->label, ref)))
 			found = p->parts[i];
 	pthread_mutex_unlock(&p->lock);
 	return found;
+}
+
+Partition *pool_find_ref(Pool *p, const char *ref)
+{
+	return find_ref(p, ref, true);
+}
+
+Partition *pool_find_ref_any(Pool *p, const char *ref)
+{
+	return find_ref(p, ref, false);
 }
 
 int partition_free_bytes(Partition *part, uint64_t *ret_free, uint64_t *ret_total)
@@ -374,6 +385,26 @@ static int attach(Pool *p, Partition *part, const ProbedDevice *d)
 	return 0;
 }
 
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+bool partition_verify_recent(Pool *p, Partition *part, unsigned max_age_ms)
+{
+	uint64_t last;
+
+	pthread_mutex_lock(&p->lock);
+	last = part->verified_at_ms;
+	pthread_mutex_unlock(&p->lock);
+	if (part->present && last && now_ms() - last < max_age_ms)
+		return true;
+	return partition_verify(p, part);
+}
+
 bool partition_verify(Pool *p, Partition *part)
 {
 	_cleanup_free_ char *why = NULL;
@@ -393,6 +424,7 @@ bool partition_verify(Pool *p, Partition *part)
 		why = strdup("filesystem does not answer (I/O error or shut down)");
 	}
 	mount_entry_done(&e);
+	part->verified_at_ms = now_ms();
 	if (r < 0) {
 		part->present = false;
 		set_problem(part, "%s: %s", part->device, why ? why : strerror(-r));

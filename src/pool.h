@@ -25,6 +25,7 @@ typedef struct Partition {
 	dev_t dev;
 	unsigned logical_sector_size;
 	char verified_options[256]; /* vfs options read back from mountinfo */
+	uint64_t verified_at_ms;      /* CLOCK_MONOTONIC of the last partition_verify() */
 	bool quota;           /* project quota enforced on this filesystem */
 	int root_fd;          /* the mounted root, O_DIRECTORY */
 	int tree_fd;          /* nvmevol/ */
@@ -58,6 +59,8 @@ Partition *pool_get(Pool *p, size_t i);
 Partition *pool_find_uuid(Pool *p, const char *uuid);
 /* A present partition whose label or UUID is @ref. */
 Partition *pool_find_ref(Pool *p, const char *ref);
+/* Any known partition (present or not) whose label or UUID is @ref. */
+Partition *pool_find_ref_any(Pool *p, const char *ref);
 /* The present partition with the most free space, or NULL. */
 Partition *pool_pick_most_free(Pool *p);
 /* "label (uuid), ..." of present partitions, for error messages. */
@@ -65,4 +68,6 @@ char *pool_describe(Pool *p);
 
 /* Re-reads mountinfo for @part: false (and marks it absent) if its mount vanished or changed. */
 bool partition_verify(Pool *p, Partition *part);
+/* partition_verify() at most once per @max_age_ms; the last answer in between (cheap enough for Get). */
+bool partition_verify_recent(Pool *p, Partition *part, unsigned max_age_ms);
 int partition_free_bytes(Partition *part, uint64_t *ret_free, uint64_t *ret_total);
