@@ -20,6 +20,7 @@ struct Manager {
 	Pool *pool;
 	int state_fd;  /* NVMEVOL_STATE_DIR */
 	int index_fd;  /* <state>/index: one small file per volume, outlives any partition */
+	int mounts_fd; /* <state>/mounts: per-ID mount counts of each mounted volume (host state, never on a full disk) */
 	int lock_fd;   /* <state>/lock, flock'ed: one instance per state directory */
 	int prop_fd;   /* PropagatedMount: one bind per mounted volume */
 
@@ -39,6 +40,8 @@ Volume *lookup(Manager *m, const char *name);
 
 int save_record(Manager *m, Volume *v);
 int save_index(Manager *m, Volume *v);
+/* Persists @v's mount counts: <state>/mounts/<name>.json while any, no file at zero. */
+int save_mounts(Manager *m, Volume *v);
 
 void mountpoint_of(Manager *m, const char *name, char *buf, size_t len);
 /* @e is the bind nvmevol makes for @v: its partition, its directory, noatime,nodiratime. */

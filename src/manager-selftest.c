@@ -93,6 +93,20 @@ int selftest_before_mount(Manager *m, Volume *v, char **reterr_msg)
 			.block_align = part->logical_sector_size,
 		};
 		r = selftest_run(part->scratch_fd, &sc, &res, &msg);
+		if (r == -ENOSPC || r == -EDQUOT) {
+			/*
+			 * A full partition cannot be measured; refusing the mount would also keep
+			 * the user from the container that could free space. Mount, and say so.
+			 */
+			pthread_mutex_unlock(&part->selftest_lock);
+			report = json_object();
+			json_object_set_new(report, "policy", json_string(selftest_policy_to_string(policy)));
+			json_object_set_new(report, "verdict", json_string("skipped"));
+			json_object_set_new(report, "message", json_string("partition full: no room for the self-test's scratch file"));
+			set_report(m, v, report);
+			log_warning("volume %s: partition %s is full; self-test skipped", v->name, part->label);
+			return 0;
+		}
 		if (r < 0) {
 			pthread_mutex_unlock(&part->selftest_lock);
 			log_error("volume %s: self-test of partition %s failed: %s", v->name, part->label,
@@ -147,7 +161,7 @@ int selftest_before_mount(Manager *m, Volume *v, char **reterr_msg)
 		log_warning("volume %s: partition %s is below the volume's thresholds (selftest=warn, mounting anyway): %s",
 			    v->name, part->label, msg ? msg : "");
 	}
-	log_info("volume %s: self-test %s%s: write %.0f MB/s, read %.0f MB/s, %.0f/%.0f IOPS, p99 %.2f/%.2f ms",
+	log_info("volume %s: self-test %s%s: write %.0f MiB/s, read %.0f MiB/s, %.0f/%.0f IOPS, p99 %.2f/%.2f ms",
 		 v->name, selftest_verdict_to_string(verdict), cached ? " (cached)" : "", res.seq_write_mbps,
 		 res.seq_read_mbps, res.rand_write_iops, res.rand_read_iops, res.write_p99_ms, res.read_p99_ms);
 	return 0;

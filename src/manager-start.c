@@ -132,6 +132,8 @@ static int load_record(Manager *m, Partition *part, const char *filename, Volume
 		return 0;
 	}
 	v->part = part;
+	/* Mount counts belong to this host's Docker, and come from <state>/mounts only. */
+	volume_mounts_clear(v);
 	if (!streq(v->partition_uuid, part->uuid)) {
 		/* The record travelled with its disk (or the disk was cloned): where it is wins. */
 		snprintf(v->partition_uuid, sizeof(v->partition_uuid), "%s", part->uuid);
@@ -198,6 +200,26 @@ static void load_partition(Manager *m, Partition *part)
 	(void)rm_rf_children(part->trash_fd);
 	(void)fsync(part->trash_fd);
 	selftest_clean_partition(part);
+}
+
+static int load_mounts_file(Manager *m, Partition *unused, const char *filename, Volume *counts, const char *err)
+{
+	char name[VOLUME_NAME_MAX + 2];
+	Volume *v;
+
+	if (!name_from_filename(filename, name, sizeof(name)))
+		return 0;
+	v = reg_find_locked(m, name);
+	if (!v || !counts) {
+		/* Counts of a volume that no longer exists, or unreadable: nothing can rely on them. */
+		log_warning("mount counts %s dropped (%s)", filename, v ? err : "no such volume");
+		return unlink_durable_at(m->mounts_fd, filename);
+	}
+	volume_mounts_clear(v);
+	v->mounts = TAKE_PTR(counts->mounts);
+	v->n_mounts = counts->n_mounts;
+	counts->n_mounts = 0;
+	return 0;
 }
 
 /* An index entry only matters for a volume no present partition has a record of. */
@@ -290,7 +312,7 @@ static void reconcile_mounts(Manager *m)
 		log_info("volume %s: %u recorded mount(s) but the bind is gone; counts reset", v->name,
 			 volume_mount_total(v));
 		volume_mounts_clear(v);
-		(void)save_record(m, v);
+		(void)save_mounts(m, v);
 	}
 
 	/* Empty mountpoint directories of volumes that are not mounted. */
@@ -352,6 +374,14 @@ int manager_start(Manager *m, char **reterr_msg)
 	if (r < 0)
 		return errmsg_set(reterr_msg, r, "cannot open %s/index: %s", m->cfg->state_dir, strerror(-r));
 	(void)remove_atomic_tmp_files(m->index_fd);
+	r = mkdirat_exist_ok(m->state_fd, "mounts", 0700);
+	if (r >= 0) {
+		m->mounts_fd = openat(m->state_fd, "mounts", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		r = m->mounts_fd < 0 ? negative_errno() : 0;
+	}
+	if (r < 0)
+		return errmsg_set(reterr_msg, r, "cannot open %s/mounts: %s", m->cfg->state_dir, strerror(-r));
+	(void)remove_atomic_tmp_files(m->mounts_fd);
 
 	r = open_dir_p(m->cfg->propagated_mount, 0755, &m->prop_fd);
 	if (r < 0)
@@ -369,6 +399,10 @@ int manager_start(Manager *m, char **reterr_msg)
 	r = for_each_record(m, NULL, m->index_fd, index_entry_needed, load_index_entry);
 	if (r < 0)
 		return errmsg_set(reterr_msg, r, "cannot read the index: %s", strerror(-r));
+
+	r = for_each_record(m, NULL, m->mounts_fd, NULL, load_mounts_file);
+	if (r < 0)
+		return errmsg_set(reterr_msg, r, "cannot read the mount counts: %s", strerror(-r));
 
 	/* Records without an index entry (a disk moved here, or a crash between the two writes). */
 	for (size_t i = 0; i < m->n_vols; i++) {

@@ -29,7 +29,7 @@ int manager_new(const Config *cfg, Manager **ret)
 	if (!m)
 		return -ENOMEM;
 	m->cfg = cfg;
-	m->state_fd = m->index_fd = m->lock_fd = m->prop_fd = -EBADF;
+	m->state_fd = m->index_fd = m->mounts_fd = m->lock_fd = m->prop_fd = -EBADF;
 	pthread_rwlock_init(&m->reg_lock, NULL);
 	pthread_mutex_init(&m->create_lock, NULL);
 	r = pool_new(cfg, &m->pool);
@@ -53,6 +53,8 @@ Manager *manager_free(Manager *m)
 		close(m->state_fd);
 	if (m->index_fd >= 0)
 		close(m->index_fd);
+	if (m->mounts_fd >= 0)
+		close(m->mounts_fd);
 	if (m->lock_fd >= 0)
 		close(m->lock_fd);
 	if (m->prop_fd >= 0)
@@ -153,12 +155,34 @@ int save_record(Manager *m, Volume *v)
 	if (!v->part || v->part->meta_fd < 0)
 		return -ENODEV;
 	pthread_rwlock_rdlock(&m->reg_lock);
-	s = volume_record_dump(v, true);
+	s = volume_record_dump(v, false);
 	pthread_rwlock_unlock(&m->reg_lock);
 	if (!s)
 		return -ENOMEM;
 	record_filename(v->name, fn, sizeof(fn));
 	return write_file_atomic_at(v->part->meta_fd, fn, s, strlen(s), 0600);
+}
+
+int save_mounts(Manager *m, Volume *v)
+{
+	_cleanup_free_ char *s = NULL;
+	char fn[VOLUME_NAME_MAX + 8];
+	unsigned total;
+
+	record_filename(v->name, fn, sizeof(fn));
+	pthread_rwlock_rdlock(&m->reg_lock);
+	total = volume_mount_total(v);
+	s = total > 0 ? volume_record_dump(v, true) : NULL;
+	pthread_rwlock_unlock(&m->reg_lock);
+	if (total == 0)
+		return unlink_durable_at(m->mounts_fd, fn);
+	if (!s)
+		return -ENOMEM;
+	/*
+	 * Counts live in the host's state directory, not on the partition: a Mount
+	 * must still work when the volume's own partition is full.
+	 */
+	return write_file_atomic_at(m->mounts_fd, fn, s, strlen(s), 0600);
 }
 
 int save_index(Manager *m, Volume *v)
@@ -690,15 +714,15 @@ int manager_mount(Manager *m, const char *name, const char *id, char **ret_mount
 	r = volume_mount_add(v, id);
 	pthread_rwlock_unlock(&m->reg_lock);
 	if (r == 0)
-		r = save_record(m, v);
+		r = save_mounts(m, v);
 	if (r < 0) {
 		pthread_rwlock_wrlock(&m->reg_lock);
 		(void)volume_mount_drop(v, id);
 		pthread_rwlock_unlock(&m->reg_lock);
 		if (fresh)
 			(void)unbind_volume(m, v);
-		r = errmsg_set(reterr_msg, r, "volume %s: cannot record the mount on partition %s: %s", name,
-			    v->part->label, strerror(-r));
+		r = errmsg_set(reterr_msg, r, "volume %s: cannot record the mount in %s/mounts: %s", name,
+			       m->cfg->state_dir, strerror(-r));
 		goto out;
 	}
 	mountpoint_of(m, name, path, sizeof(path));
@@ -749,7 +773,7 @@ int manager_unmount(Manager *m, const char *name, const char *id, char **reterr_
 	pthread_rwlock_wrlock(&m->reg_lock);
 	(void)volume_mount_drop(v, id);
 	pthread_rwlock_unlock(&m->reg_lock);
-	r = save_record(m, v);
+	r = save_mounts(m, v);
 	if (r < 0)
 		/* The on-disk count stays higher: the fail-safe direction (an extra "in use"). */
 		log_warning_errno(r, "volume %s: cannot record the unmount; the stored count stays higher", name);

@@ -341,8 +341,16 @@ class CrashTest:
                     got = None
                 if got != v.sentinel:
                     self.violation("lost_data", "%s: sentinel %r != %r" % (name, got, v.sentinel))
-        # I7: per-ID counts within [lo, hi].
-        counts = rec.get("mounts", {}) or {}
+        # I7: per-ID counts within [lo, hi]. They live in the host state directory
+        # (<state>/mounts/<name>.json, absent at zero), never on the partition.
+        counts = {}
+        try:
+            with open(os.path.join(tb.state, "mounts", name + ".json")) as f:
+                counts = json.load(f).get("mounts", {}) or {}
+        except FileNotFoundError:
+            pass
+        except ValueError:
+            self.violation("bad_record", "%s: mount counts unparsable" % name)
         for i in set(counts) | set(v.lo) | set(v.hi):
             c = counts.get(i, 0)
             lo, hi = max(0, v.lo.get(i, 0)), max(0, v.hi.get(i, 0))
@@ -354,7 +362,7 @@ class CrashTest:
                 self.f.add("overcount_after_kill")
         total = sum(counts.values())
         if status.get("mount_count") != total:
-            self.violation("count_mismatch", "%s: Status %s, record %d" % (name, status.get("mount_count"), total))
+            self.violation("count_mismatch", "%s: Status %s, stored %d" % (name, status.get("mount_count"), total))
         # I5: total > 0 <=> a correct bind at prop/<name>.
         mp = os.path.join(tb.prop, name)
         binds = [m for m in tb.prop_mounts() if m["target"] == mp]
@@ -407,6 +415,11 @@ class CrashTest:
                 self.violation("temp_file", "index/%s" % fn)
             elif fn[:-5] not in listed:
                 self.violation("stale_index", fn)
+        for fn in os.listdir(os.path.join(tb.state, "mounts")):
+            if ".tmp." in fn:
+                self.violation("temp_file", "mounts/%s" % fn)
+            elif fn[:-5] not in listed:
+                self.violation("stale_mount_counts", fn)
         for m in tb.prop_mounts():
             name = os.path.relpath(m["target"], tb.prop)
             if name not in listed or name not in self.model or sum(self.model[name].lo.values()) == 0:

@@ -1,0 +1,219 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Accuracy benchmark of `nvmevol selftest` against fio (not a CI test; needs
+# root, losetup, mkfs.xfs, fio, jq and python3).
+#
+# Creates a loop-backed XFS filesystem, then runs, alternating which goes
+# first, RUNS times: the self-test at its default budget (300 ms) and the fio
+# jobs below, which measure the same operations:
+#
+#   figure            self-test                          fio job (psync = pread/pwrite, direct=1)
+#   seq_write_mbps    1 MiB writes to a new file, then   rw=write bs=1M size=256M end_fsync=1 on a new file
+#                     fdatasync (counted)                (fio's runtime includes the end fsync, like dd conv=fdatasync)
+#   seq_read_mbps     1 MiB reads                        rw=read bs=1M, time_based
+#   write_p50/p99_ms  4 KiB random overwrites, QD1       rw=randwrite bs=4k iodepth=1, clat percentiles
+#   read_p50/p99_ms   4 KiB random reads, QD1            rw=randread bs=4k iodepth=1, clat percentiles
+#   rand_write_iops   4 KiB random overwrites, 16        rw=randwrite bs=4k numjobs=16 group_reporting
+#                     threads (QD16)                     (psync has no queue: QD16 = 16 jobs, as the self-test's 16 threads)
+#   rand_read_iops    4 KiB random reads, 16 threads     rw=randread bs=4k numjobs=16 group_reporting
+#
+# The random and read jobs run on a 256 MiB file written once beforehand, so
+# that, like the self-test's, random writes are overwrites of written blocks
+# and reads return real data (not holes).
+#
+# Usage: selftest-vs-fio.sh [-n RUNS] [-s FS_MIB] [-t FIO_SECONDS] [-d BACKING_DIR] [-b BUILD_DIR] [-o OUT.md] [-B BUDGET_MS]
+#   -n RUNS         rounds (default 7, at least 5 recommended)
+#   -s FS_MIB       size of the loop-backed XFS (default 1024, 256..4096)
+#   -t FIO_SECONDS  runtime of each time-based fio job (default 2)
+#   -d BACKING_DIR  where the image file lives (default /var/tmp; /dev/shm takes the host disk out)
+#   -b BUILD_DIR    meson build directory (default build-bench, built if needed)
+#   -o OUT.md       also write the table and the raw values to OUT.md
+#   -B BUDGET_MS    the self-test's budget (default 300)
+set -euo pipefail
+
+RUNS=7
+FS_MIB=1024
+FIO_SECONDS=2
+BACKING_DIR=/var/tmp
+BUDGET_MS=300
+SRC_DIR=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD_DIR=$SRC_DIR/build-bench
+OUT=
+
+while getopts "n:s:t:d:b:o:B:h" opt; do
+	case $opt in
+	n) RUNS=$OPTARG ;;
+	s) FS_MIB=$OPTARG ;;
+	t) FIO_SECONDS=$OPTARG ;;
+	d) BACKING_DIR=$OPTARG ;;
+	b) BUILD_DIR=$OPTARG ;;
+	o) OUT=$OPTARG ;;
+	B) BUDGET_MS=$OPTARG ;;
+	h) sed -n '3,30p' "$0"; exit 0 ;;
+	*) exit 2 ;;
+	esac
+done
+
+LOAD0=$(cut -d' ' -f1 /proc/loadavg)
+[[ $(id -u) == 0 ]] || { echo "needs root (loop devices, mount)" >&2; exit 2; }
+for t in losetup mkfs.xfs fio jq python3 findmnt; do
+	command -v $t >/dev/null || { echo "missing: $t" >&2; exit 2; }
+done
+((FS_MIB >= 256 && FS_MIB <= 4096)) || { echo "-s must be 256..4096" >&2; exit 2; }
+
+WORK=$(mktemp -d "$BACKING_DIR/nvmevol-bench.XXXXXX")
+LOOP=
+MNT=$WORK/mnt
+LABEL=nvbench$$
+
+cleanup() {
+	set +e
+	if findmnt -rn "$MNT" >/dev/null 2>&1; then umount "$MNT"; fi
+	if [[ -n $LOOP ]]; then losetup -d "$LOOP"; fi
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---- Build ----
+NVMEVOL=
+if [[ -x $BUILD_DIR/src/nvmevol ]] || { [[ -f $SRC_DIR/src/main.c ]] &&
+	{ [[ -d $BUILD_DIR ]] || meson setup "$BUILD_DIR" "$SRC_DIR" -Dbuildtype=release >/dev/null; } &&
+	ninja -C "$BUILD_DIR" >/dev/null; } 2>/dev/null; then
+	for p in "$BUILD_DIR/src/nvmevol" "$BUILD_DIR/nvmevol"; do
+		[[ -x $p ]] && NVMEVOL=$p && break
+	done
+fi
+if [[ -n $NVMEVOL ]] && ! "$NVMEVOL" selftest --help >/dev/null 2>&1; then
+	NVMEVOL=
+fi
+if [[ -z $NVMEVOL ]]; then
+	# The daemon is not buildable (yet): build just the self-test command.
+	echo "(meson build unavailable; compiling the self-test standalone)" >&2
+	cat >"$WORK/main.c" <<-'EOF'
+	#include <stdio.h>
+	#include <string.h>
+	#include "cmd-selftest.h"
+	int main(int argc, char **argv)
+	{
+		if (argc < 2 || strcmp(argv[1], "selftest") != 0) {
+			fprintf(stderr, "usage: nvmevol selftest ...\n");
+			return 2;
+		}
+		return cmd_selftest(argc - 1, argv + 1);
+	}
+	EOF
+	gcc -std=gnu17 -O2 -D_GNU_SOURCE -DNVMEVOL_TEST_HOOKS=0 -I"$SRC_DIR/src" -o "$WORK/nvmevol" "$WORK/main.c" \
+		"$SRC_DIR"/src/{cmd-selftest,selftest,selftest-report}.c "$SRC_DIR/src/util/strutil.c" \
+		$(pkg-config --cflags --libs jansson) -lpthread -lm
+	NVMEVOL=$WORK/nvmevol
+fi
+
+# ---- Filesystem ----
+truncate -s "${FS_MIB}M" "$WORK/img"
+LOOP=$(losetup --find --show --direct-io=on "$WORK/img")
+mkfs.xfs -q -L "$LABEL" "$LOOP"
+mkdir "$MNT"
+mount -o noatime,nodiratime "$LOOP" "$MNT"
+mkdir "$MNT/selftest"
+FIO_FILE=$MNT/fio.dat
+fio --name=prep --filename="$FIO_FILE" --rw=write --bs=1M --direct=1 --size=256M --output-format=json >/dev/null
+
+FIO_COMMON=(--direct=1 --ioengine=psync --output-format=json)
+FIO_TB=(--time_based --runtime="$FIO_SECONDS" --size=256M --filename="$FIO_FILE")
+
+RAW=$WORK/raw.tsv
+: >"$RAW"
+
+# Lets the previous job's background work (XFS inode freeing, loop and host
+# writeback) finish, so that neither tool pays for the other's.
+settle() { sync; sleep 1; }
+
+# Appends "tool<TAB>figure<TAB>value" lines.
+record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RAW"; }
+
+run_selftest() {
+	local j
+	settle
+	j=$("$NVMEVOL" selftest --json --budget-ms "$BUDGET_MS" "$MNT/selftest")
+	for f in seq_write_mbps seq_read_mbps write_p50_ms write_p99_ms read_p50_ms read_p99_ms \
+		rand_write_iops rand_read_iops duration_ms file_bytes; do
+		record selftest $f "$(jq -r .$f <<<"$j")"
+	done
+}
+
+run_fio() {
+	local j
+	rm -f "$MNT/fio.seq"
+	settle
+	j=$(fio --name=seqwrite --filename="$MNT/fio.seq" --rw=write --bs=1M --size=256M --end_fsync=1 "${FIO_COMMON[@]}")
+	rm -f "$MNT/fio.seq"
+	record fio seq_write_mbps "$(jq '.jobs[0].write.bw / 1024' <<<"$j")"
+	settle
+	j=$(fio --name=seqread --rw=read --bs=1M "${FIO_TB[@]}" "${FIO_COMMON[@]}")
+	record fio seq_read_mbps "$(jq '.jobs[0].read.bw / 1024' <<<"$j")"
+	j=$(fio --name=randwrite1 --rw=randwrite --bs=4k --iodepth=1 "${FIO_TB[@]}" "${FIO_COMMON[@]}")
+	record fio write_p50_ms "$(jq '.jobs[0].write.clat_ns.percentile["50.000000"] / 1e6' <<<"$j")"
+	record fio write_p99_ms "$(jq '.jobs[0].write.clat_ns.percentile["99.000000"] / 1e6' <<<"$j")"
+	j=$(fio --name=randread1 --rw=randread --bs=4k --iodepth=1 "${FIO_TB[@]}" "${FIO_COMMON[@]}")
+	record fio read_p50_ms "$(jq '.jobs[0].read.clat_ns.percentile["50.000000"] / 1e6' <<<"$j")"
+	record fio read_p99_ms "$(jq '.jobs[0].read.clat_ns.percentile["99.000000"] / 1e6' <<<"$j")"
+	j=$(fio --name=randwrite16 --rw=randwrite --bs=4k --numjobs=16 --group_reporting "${FIO_TB[@]}" "${FIO_COMMON[@]}")
+	record fio rand_write_iops "$(jq '.jobs[0].write.iops' <<<"$j")"
+	j=$(fio --name=randread16 --rw=randread --bs=4k --numjobs=16 --group_reporting "${FIO_TB[@]}" "${FIO_COMMON[@]}")
+	record fio rand_read_iops "$(jq '.jobs[0].read.iops' <<<"$j")"
+}
+
+for ((i = 1; i <= RUNS; i++)); do
+	echo "round $i/$RUNS" >&2
+	if ((i % 2)); then run_selftest; run_fio; else run_fio; run_selftest; fi
+done
+
+TABLE=$(python3 - "$RAW" "$RUNS" "$FS_MIB" "$BACKING_DIR" "$FIO_SECONDS" "$BUDGET_MS" "$LOAD0" <<'EOF'
+import statistics, sys
+raw, runs, fs_mib, backing, fio_s, budget, load0 = sys.argv[1:]
+vals = {}
+for line in open(raw):
+    tool, fig, v = line.rstrip("\n").split("\t")
+    vals.setdefault((tool, fig), []).append(float(v))
+med = lambda t, f: statistics.median(vals[(t, f)])
+rows = [("seq_write_mbps", "sequential write 1 MiB + fdatasync (MiB/s)", 1),
+        ("seq_read_mbps", "sequential read 1 MiB (MiB/s)", 1),
+        ("rand_write_iops", "random write 4 KiB QD16 (IOPS)", 0),
+        ("rand_read_iops", "random read 4 KiB QD16 (IOPS)", 0),
+        ("write_p50_ms", "random write 4 KiB QD1 p50 (ms)", 3),
+        ("write_p99_ms", "random write 4 KiB QD1 p99 (ms)", 3),
+        ("read_p50_ms", "random read 4 KiB QD1 p50 (ms)", 3),
+        ("read_p99_ms", "random read 4 KiB QD1 p99 (ms)", 3)]
+import os
+print(f"Machine: {os.cpu_count()} CPUs, load average before the run {load0} (other work on the machine skews both tools), kernel {os.uname().release}.\n")
+print(f"Loop-backed XFS ({fs_mib} MiB image in {backing}, loop direct-io=on), {runs} alternating rounds, medians; "
+      f"self-test budget {budget} ms, fio time-based jobs {fio_s} s.\n")
+print("| figure | self-test | fio | ratio self-test/fio | self-test min..max | fio min..max |")
+print("|---|---:|---:|---:|---:|---:|")
+for key, label, d in rows:
+    s, f = med("selftest", key), med("fio", key)
+    ratio = s / f if f else float("nan")
+    sv, fv = vals[("selftest", key)], vals[("fio", key)]
+    print(f"| {label} | {s:.{d}f} | {f:.{d}f} | {ratio:.2f} | {min(sv):.{d}f}..{max(sv):.{d}f} | {min(fv):.{d}f}..{max(fv):.{d}f} |")
+dur = vals[("selftest", "duration_ms")]
+fb = vals[("selftest", "file_bytes")]
+print(f"\nSelf-test wall time: median {statistics.median(dur):.0f} ms (min {min(dur):.0f}, max {max(dur):.0f}); "
+      f"scratch file median {statistics.median(fb) / 2**20:.0f} MiB.")
+EOF
+)
+echo
+echo "$TABLE"
+if [[ -n $OUT ]]; then
+	{
+		echo "$TABLE"
+		echo
+		echo "Raw values in run order (tool, figure, value):"
+		echo
+		echo '```'
+		cat "$RAW"
+		echo '```'
+	} >"$OUT"
+	echo "(written to $OUT)" >&2
+fi

@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "loopxfs.h"
+
+extern char **environ;
+
+int loopxfs_spawn(const char *const *argv, char *out, size_t out_len)
+{
+	posix_spawn_file_actions_t fa;
+	int pipefd[2] = { -1, -1 }, st, r;
+	size_t used = 0;
+	pid_t pid;
+
+	if (out) {
+		if (out_len == 0)
+			return -EINVAL;
+		out[0] = '\0';
+		if (pipe2(pipefd, O_CLOEXEC) < 0)
+			return -errno;
+	}
+	r = posix_spawn_file_actions_init(&fa);
+	if (r != 0)
+		goto fail_pipe;
+	if (out)
+		r = posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
+	else
+		r = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+	if (r == 0)
+		r = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (r != 0)
+		goto fail_pipe;
+
+	if (out) {
+		(void)close(pipefd[1]);
+		for (;;) {
+			char buf[256];
+			ssize_t n = read(pipefd[0], buf, sizeof(buf));
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break;
+			/* Keep what fits; drain the rest so the child never blocks. */
+			for (ssize_t i = 0; i < n && used + 1 < out_len; i++)
+				out[used++] = buf[i];
+		}
+		(void)close(pipefd[0]);
+		out[used] = '\0';
+		while (used > 0 && (out[used - 1] == '\n' || out[used - 1] == '\r'))
+			out[--used] = '\0';
+	}
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+
+fail_pipe:
+	if (out) {
+		(void)close(pipefd[0]);
+		(void)close(pipefd[1]);
+	}
+	return -r;
+}
+
+/* A tool's exit status as -errno: non-zero exit becomes -EIO. */
+static int run(const char *const *argv, char *out, size_t out_len)
+{
+	int r = loopxfs_spawn(argv, out, out_len);
+
+	if (r < 0)
+		return r;
+	return r == 0 ? 0 : -EIO;
+}
+#define RUN(...) run((const char *const[]){ __VA_ARGS__, NULL }, NULL, 0)
+
+static int make_label(char *buf, size_t len, const char *label)
+{
+	uint32_t rnd;
+
+	if (label) {
+		if (strlen(label) == 0 || strlen(label) > LOOPXFS_LABEL_MAX || strlen(label) >= len)
+			return -EINVAL;
+		strcpy(buf, label);
+		return 0;
+	}
+	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != (ssize_t)sizeof(rnd))
+		rnd = (uint32_t)getpid() ^ (uint32_t)time(NULL);
+	(void)snprintf(buf, len, "nvlx%08x", rnd);
+	return 0;
+}
+
+int loopxfs_mount(LoopXfs *l, const char *mount_options)
+{
+	char mnt[PATH_MAX];
+	int r;
+
+	if (l->device[0] == '\0' || l->mountpoint[0] != '\0')
+		return -EINVAL;
+	if ((size_t)snprintf(mnt, sizeof(mnt), "%s/mnt", l->dir) >= sizeof(mnt))
+		return -ENAMETOOLONG;
+	if (mkdir(mnt, 0755) < 0 && errno != EEXIST)
+		return -errno;
+	r = RUN("mount", "-t", "xfs", "-o", mount_options ? mount_options : LOOPXFS_DEFAULT_MOUNT_OPTIONS,
+		l->device, mnt);
+	if (r < 0)
+		return r;
+	strcpy(l->mountpoint, mnt);
+	return 0;
+}
+
+int loopxfs_umount(LoopXfs *l)
+{
+	if (l->mountpoint[0] == '\0')
+		return 0;
+	/* A process that just closed a file there may still be exiting: retry for up to 2 s. */
+	for (int i = 0;; i++) {
+		if (umount2(l->mountpoint, UMOUNT_NOFOLLOW) == 0 || errno == EINVAL || errno == ENOENT)
+			break;
+		if (errno != EBUSY || i >= 40)
+			return -errno;
+		(void)nanosleep(&(struct timespec){ .tv_nsec = 50 * 1000 * 1000 }, NULL);
+	}
+	(void)rmdir(l->mountpoint);
+	l->mountpoint[0] = '\0';
+	return 0;
+}
+
+int loopxfs_create_full(LoopXfs *ret, const char *label, uint64_t size_mb, const char *mount_options)
+{
+	LoopXfs l = { .size_mb = size_mb };
+	const char *base = getenv("NVMEVOL_TEST_TMPDIR");
+	int fd, r;
+
+	if (size_mb < 300 || size_mb > 1024 * 1024)
+		return -EINVAL;
+	r = make_label(l.label, sizeof(l.label), label);
+	if (r < 0)
+		return r;
+	if (!base || !*base)
+		base = "/var/tmp";
+	if ((size_t)snprintf(l.dir, sizeof(l.dir), "%s/nvmevol-loopxfs.XXXXXX", base) >= sizeof(l.dir))
+		return -ENAMETOOLONG;
+	if (!mkdtemp(l.dir))
+		return -errno;
+	(void)snprintf(l.image, sizeof(l.image), "%s/image", l.dir);
+
+	fd = open(l.image, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		r = -errno;
+		goto fail;
+	}
+	/* Sparse: costs nothing until written. */
+	r = ftruncate(fd, (off_t)(size_mb << 20)) < 0 ? -errno : 0;
+	(void)close(fd);
+	if (r < 0)
+		goto fail;
+
+	r = run((const char *const[]){ "losetup", "--find", "--show", "--direct-io=on", l.image, NULL },
+		l.device, sizeof(l.device));
+	if (r < 0 || strncmp(l.device, "/dev/loop", 9) != 0) {
+		l.device[0] = '\0';
+		r = r < 0 ? r : -EIO;
+		goto fail;
+	}
+	r = RUN("mkfs.xfs", "-q", "-f", "-L", l.label, l.device);
+	if (r < 0)
+		goto fail;
+	if (mount_options) {
+		r = loopxfs_mount(&l, mount_options);
+		if (r < 0)
+			goto fail;
+	}
+	*ret = l;
+	return 0;
+
+fail:
+	loopxfs_destroy(&l);
+	return r;
+}
+
+int loopxfs_create(LoopXfs *ret, const char *label, uint64_t size_mb)
+{
+	return loopxfs_create_full(ret, label, size_mb, LOOPXFS_DEFAULT_MOUNT_OPTIONS);
+}
+
+void loopxfs_destroy(LoopXfs *l)
+{
+	if (!l)
+		return;
+	(void)loopxfs_umount(l);
+	if (l->device[0] != '\0') {
+		/* losetup -d only marks a busy device for auto-clear; it goes once the last user is gone. */
+		(void)RUN("losetup", "-d", l->device);
+		l->device[0] = '\0';
+	}
+	if (l->image[0] != '\0') {
+		(void)unlink(l->image);
+		l->image[0] = '\0';
+	}
+	if (l->dir[0] != '\0') {
+		char mnt[PATH_MAX + 8];
+
+		(void)snprintf(mnt, sizeof(mnt), "%s/mnt", l->dir);
+		(void)rmdir(mnt);
+		(void)rmdir(l->dir);
+		l->dir[0] = '\0';
+	}
+}
