@@ -312,8 +312,7 @@ scenario_settings_registry() {
     local kv name value env
     for kv in NVMEVOL_LABEL_PREFIX=nvsetp NVMEVOL_DEVICES=LABEL=foo,/dev/loop7 NVMEVOL_LOG_LEVEL=warning \
               NVMEVOL_SELFTEST=enforce NVMEVOL_SELFTEST_BUDGET_MS=450 NVMEVOL_SELFTEST_CACHE_SECONDS=60 \
-              NVMEVOL_STATE_DIR=/var/lib/nvmevol NVMEVOL_PROPAGATED_MOUNT=/mnt/nvmevol \
-              NVMEVOL_PARTITION_ROOT=/run/nvmevol/parts NVMEVOL_MAX_VOLUMES=500; do
+              NVMEVOL_MAX_VOLUMES=500; do
         name=${kv%%=*}
         value=${kv#*=}
         docker plugin set "$alias" "$kv" >/dev/null 2>&1
@@ -326,6 +325,10 @@ scenario_settings_registry() {
     if e2e_check_fails "plugin set dev.source (not settable) fails" docker plugin set "$alias" dev.source=/tmp; then
         e2e_diag "error: $E2E_LAST_OUTPUT"
     fi
+    # Internal paths are not settings: they must match config.json's PropagatedMount and mounts.
+    for kv in NVMEVOL_STATE_DIR=/tmp NVMEVOL_PROPAGATED_MOUNT=/tmp NVMEVOL_PARTITION_ROOT=/tmp; do
+        e2e_check_fails "plugin set ${kv%%=*} (not a setting) fails" docker plugin set "$alias" "$kv" || true
+    done
     e2e_check "docker plugin rm $alias" docker plugin rm -f "$alias"
 }
 

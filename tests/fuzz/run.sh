@@ -77,6 +77,7 @@ wait
 
 total_execs=0
 total_crashes=0
+targets_failed=0
 for t in "${TARGETS[@]}"; do
 	line=$(cat "$BUILD/fuzz-$t.result")
 	echo "$line"
@@ -85,9 +86,12 @@ for t in "${TARGETS[@]}"; do
 	total_execs=$((total_execs + ${e:-0}))
 	total_crashes=$((total_crashes + ${c:-0}))
 	if [ "${c:-0}" -gt 0 ]; then
+		targets_failed=$((targets_failed + 1))
 		echo "  $t: see $BUILD/fuzz-$t.log and $BUILD/fuzz-artifacts/$t/"
 		grep -m3 -E 'ERROR: |runtime error|property violated|SUMMARY' "$BUILD/fuzz-$t.log" | sed 's/^/  /' || true
 	fi
 done
 echo "fuzz: ${#TARGETS[@]} targets, $total_execs execs, $total_crashes crashes, $replay_failed failing replays"
+# One test per target (no crash) plus one per corpus replay that failed.
+echo "$(( ${#TARGETS[@]} - targets_failed )) passed, $(( targets_failed + replay_failed )) failed"
 [ "$total_crashes" -eq 0 ] && [ "$replay_failed" -eq 0 ]

@@ -39,6 +39,8 @@ int client_request(const char *sock, const char *method, const char *path, const
 	size_t blen = 0, cap = 0;
 	int fd, r;
 
+	/* Replies are reused across calls: drop the previous one. */
+	client_reply_done(ret);
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", sock);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)

@@ -13,7 +13,7 @@ typedef struct ClientReply {
 
 void client_reply_done(ClientReply *r);
 
-/* Sends @method @path with @body (may be NULL) and reads the whole answer. */
+/* Sends @method @path with @body (may be NULL) and reads the whole answer; *ret must be zeroed or a previous reply. */
 int client_request(const char *sock, const char *method, const char *path, const char *body, size_t len,
 		   ClientReply *ret);
 
