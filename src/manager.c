@@ -346,13 +346,12 @@ int manager_create(Manager *m, const char *name, const VolumeOptions *opts, char
 	snprintf(v->partition_label, sizeof(v->partition_label), "%s", part->label);
 	v->created_at = (int64_t)time(NULL);
 
-	/* Intent first: a crash from here on is rolled back at the next start. */
-	r = save_record(m, v);
-	if (r < 0) {
-		errmsg_set(reterr_msg, r, "cannot write the volume record on partition %s: %s", part->label, strerror(-r));
-		(void)delete_record(part, name);
-		goto out;
-	}
+	/*
+	 * Order: index entry, directory, record. The record on the partition is the
+	 * commit point: a crash before it leaves an index entry whose partition has
+	 * no record (dropped at start) and an empty directory without a record
+	 * (removed at start); neither is ever visible.
+	 */
 	r = save_index(m, v);
 	if (r < 0) {
 		errmsg_set(reterr_msg, r, "cannot write the volume index in %s: %s", m->cfg->state_dir, strerror(-r));
