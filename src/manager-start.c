@@ -24,40 +24,104 @@ typedef int (*RecordCallback)(Manager *m, Partition *part, const char *filename,
 /* Returns false to skip reading a file (start-up reads only what it needs: 10,000 volumes start fast). */
 typedef bool (*RecordFilter)(Manager *m, const char *filename);
 
-/* Calls @cb for every *.json record in @dirfd that @want (if set) accepts; unreadable ones get v == NULL. */
+typedef struct LoadedRecord {
+	char *filename;
+	Volume *volume; /* NULL if unreadable */
+	char *err;
+} LoadedRecord;
+
+typedef struct LoadJob {
+	int dirfd;
+	LoadedRecord *recs;
+	size_t n, next; /* next: claimed with an atomic add */
+} LoadJob;
+
+/* Reads and parses records; independent of each other, so several threads share the work. */
+static void *load_worker(void *arg)
+{
+	LoadJob *job = arg;
+
+	for (;;) {
+		size_t i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
+		_cleanup_free_ char *buf = NULL;
+		size_t len = 0;
+		int r;
+
+		if (i >= job->n)
+			return NULL;
+		r = read_file_at(job->dirfd, job->recs[i].filename, RECORD_SIZE_MAX, &buf, &len);
+		if (r < 0) {
+			if (asprintf(&job->recs[i].err, "cannot read: %s", strerror(-r)) < 0)
+				job->recs[i].err = NULL;
+		} else
+			(void)volume_record_parse(buf, len, &job->recs[i].volume, &job->recs[i].err);
+	}
+}
+
+#define LOAD_THREADS 4
+#define LOAD_PARALLEL_MIN 256
+
+/*
+ * Calls @cb for every *.json record in @dirfd that @want (if set) accepts, in
+ * directory order; unreadable ones get v == NULL and a reason. Parsing, the bulk
+ * of start-up with thousands of volumes, runs on up to LOAD_THREADS threads.
+ */
 static int for_each_record(Manager *m, Partition *part, int dirfd, RecordFilter want, RecordCallback cb)
 {
-	DIR *d;
+	LoadJob job = { .dirfd = dirfd };
+	pthread_t threads[LOAD_THREADS];
+	size_t cap = 0, n_threads = 0;
 	struct dirent *de;
+	DIR *d;
+	int r = 0;
 
 	d = opendir_fd(dirfd);
 	if (!d)
 		return negative_errno();
 	while ((de = readdir(d))) {
-		_cleanup_free_ char *buf = NULL, *err = NULL;
-		Volume *v = NULL;
-		size_t len = 0, n = strlen(de->d_name);
-		int r;
+		size_t n = strlen(de->d_name);
 
 		if (de->d_name[0] == '.' || n < 6 || !streq(de->d_name + n - 5, ".json"))
 			continue;
 		if (want && !want(m, de->d_name))
 			continue;
-		r = read_file_at(dirfd, de->d_name, RECORD_SIZE_MAX, &buf, &len);
-		if (r < 0) {
-			if (asprintf(&err, "cannot read: %s", strerror(-r)) < 0)
-				err = NULL;
-		} else
-			(void)volume_record_parse(buf, len, &v, &err);
-		r = cb(m, part, de->d_name, v, err ? err : "unknown error");
-		volume_unref(v);
-		if (r < 0) {
-			closedir(d);
-			return r;
+		if (job.n == cap) {
+			LoadedRecord *nr;
+			cap = cap ? cap * 2 : 64;
+			nr = realloc(job.recs, cap * sizeof(*nr));
+			if (!nr) {
+				r = -ENOMEM;
+				break;
+			}
+			job.recs = nr;
 		}
+		job.recs[job.n] = (LoadedRecord){ .filename = strdup(de->d_name) };
+		if (!job.recs[job.n].filename) {
+			r = -ENOMEM;
+			break;
+		}
+		job.n++;
 	}
 	closedir(d);
-	return 0;
+
+	if (r == 0 && job.n >= LOAD_PARALLEL_MIN)
+		while (n_threads < LOAD_THREADS && pthread_create(&threads[n_threads], NULL, load_worker, &job) == 0)
+			n_threads++;
+	if (r == 0)
+		load_worker(&job);
+	for (size_t t = 0; t < n_threads; t++)
+		pthread_join(threads[t], NULL);
+
+	for (size_t i = 0; i < job.n; i++) {
+		if (r == 0)
+			r = cb(m, part, job.recs[i].filename, job.recs[i].volume,
+			       job.recs[i].err ? job.recs[i].err : "unknown error");
+		volume_unref(job.recs[i].volume);
+		free(job.recs[i].err);
+		free(job.recs[i].filename);
+	}
+	free(job.recs);
+	return r;
 }
 
 /* "<name>.json" → name, if the name is valid. */
@@ -72,14 +136,61 @@ static bool name_from_filename(const char *fn, char *buf, size_t len)
 	return volume_name_is_valid(buf);
 }
 
+/* While records load, volumes are appended and sorted once at the end (a sorted insert each is O(n²)). */
+static bool bulk_loading;
+
 static int register_volume(Manager *m, Volume *v)
 {
-	int r;
+	int r = 0;
 
 	pthread_rwlock_wrlock(&m->reg_lock);
-	r = reg_insert_locked(m, v);
+	if (bulk_loading) {
+		if (m->n_vols == m->cap) {
+			size_t cap = m->cap ? m->cap * 2 : 64;
+			Volume **nv = realloc(m->vols, cap * sizeof(*nv));
+			if (!nv)
+				r = -ENOMEM;
+			else {
+				m->vols = nv;
+				m->cap = cap;
+			}
+		}
+		if (r == 0)
+			m->vols[m->n_vols++] = volume_ref(v);
+	} else
+		r = reg_insert_locked(m, v);
 	pthread_rwlock_unlock(&m->reg_lock);
 	return r;
+}
+
+static int compare_volumes(const void *a, const void *b)
+{
+	const Volume *x = *(Volume *const *)a, *y = *(Volume *const *)b;
+	int c = strcmp(x->name, y->name);
+
+	if (c != 0)
+		return c;
+	/* The same name on two partitions: a deterministic pick (by UUID), the other is dropped. */
+	return strcmp(x->partition_uuid, y->partition_uuid);
+}
+
+/* Ends bulk loading: sorts the registry and drops duplicate names, keeping the first. */
+static void finish_bulk_load(Manager *m)
+{
+	size_t out = 0;
+
+	qsort(m->vols, m->n_vols, sizeof(*m->vols), compare_volumes);
+	for (size_t i = 0; i < m->n_vols; i++) {
+		if (out > 0 && streq(m->vols[out - 1]->name, m->vols[i]->name)) {
+			log_error("volume %s exists on partitions %s and %s; serving the first, ignoring the second",
+				  m->vols[i]->name, m->vols[out - 1]->partition_label, m->vols[i]->partition_label);
+			volume_unref(m->vols[i]);
+			continue;
+		}
+		m->vols[out++] = m->vols[i];
+	}
+	m->n_vols = out;
+	bulk_loading = false;
 }
 
 static void quarantine_dir(Partition *part, const char *name, const char *why)
@@ -105,7 +216,6 @@ static void quarantine_dir(Partition *part, const char *name, const char *why)
 static int load_record(Manager *m, Partition *part, const char *filename, Volume *v, const char *err)
 {
 	char name[VOLUME_NAME_MAX + 2];
-	_cleanup_(volume_unrefp) Volume *existing = NULL;
 
 	if (!name_from_filename(filename, name, sizeof(name))) {
 		log_warning("partition %s: ignoring meta/%s (not a volume record name)", part->label, filename);
@@ -140,13 +250,6 @@ static int load_record(Manager *m, Partition *part, const char *filename, Volume
 	}
 	snprintf(v->partition_label, sizeof(v->partition_label), "%s", part->label);
 
-	existing = lookup(m, name);
-	if (existing) {
-		log_error("volume %s exists on partitions %s and %s; serving the first, ignoring the second",
-			  name, existing->partition_label, part->label);
-		return 0;
-	}
-
 	switch (v->state) {
 	case VOLUME_CREATING:
 		/* Never acknowledged: roll back. */
@@ -175,13 +278,17 @@ static int load_record(Manager *m, Partition *part, const char *filename, Volume
 
 static void load_partition(Manager *m, Partition *part)
 {
-	DIR *d;
-	struct dirent *de;
-	int r;
+	int r = for_each_record(m, part, part->meta_fd, NULL, load_record);
 
-	r = for_each_record(m, part, part->meta_fd, NULL, load_record);
 	if (r < 0)
 		log_error_errno(r, "partition %s: cannot read volume records", part->label);
+}
+
+/* After every record is loaded: leftovers without a record, the trash, self-test scratch. */
+static void clean_partition(Manager *m, Partition *part)
+{
+	DIR *d;
+	struct dirent *de;
 
 	/* Directories without a record: leftovers of a create that never wrote one. */
 	d = opendir_fd(part->volumes_fd);
@@ -391,10 +498,17 @@ int manager_start(Manager *m, char **reterr_msg)
 	if (r < 0)
 		return errmsg_set(reterr_msg, r, "partition discovery failed: %s", strerror(-r));
 
+	bulk_loading = true;
 	for (size_t i = 0; i < pool_size(m->pool); i++) {
 		Partition *part = pool_get(m->pool, i);
 		if (part->present)
 			load_partition(m, part);
+	}
+	finish_bulk_load(m);
+	for (size_t i = 0; i < pool_size(m->pool); i++) {
+		Partition *part = pool_get(m->pool, i);
+		if (part->present)
+			clean_partition(m, part);
 	}
 	r = for_each_record(m, NULL, m->index_fd, index_entry_needed, load_index_entry);
 	if (r < 0)

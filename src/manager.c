@@ -827,32 +827,16 @@ int manager_get(Manager *m, const char *name, json_t **ret_volume, char **reterr
 	return 0;
 }
 
-int manager_list(Manager *m, json_t **ret_volumes, char **reterr_msg)
+int manager_list(Manager *m, ManagerListCallback cb, void *userdata)
 {
-	json_t *arr = json_array();
-	int r = 0;
+	char path[PATH_MAX];
 
-	if (!arr)
-		return errmsg_set(reterr_msg, -ENOMEM, "out of memory");
 	pthread_rwlock_rdlock(&m->reg_lock);
-	for (size_t i = 0; i < m->n_vols && r == 0; i++) {
-		json_t *e = json_object();
-		if (!e || json_array_append_new(arr, e) < 0) {
-			r = -ENOMEM;
-			break;
-		}
-		json_object_set_new(e, "Name", json_string(m->vols[i]->name));
-		if (m->vols[i]->mounted) {
-			char path[PATH_MAX];
+	for (size_t i = 0; i < m->n_vols; i++) {
+		if (m->vols[i]->mounted)
 			mountpoint_of(m, m->vols[i]->name, path, sizeof(path));
-			json_object_set_new(e, "Mountpoint", json_string(path));
-		}
+		cb(m->vols[i]->name, m->vols[i]->mounted ? path : NULL, userdata);
 	}
 	pthread_rwlock_unlock(&m->reg_lock);
-	if (r < 0) {
-		json_decref(arr);
-		return errmsg_set(reterr_msg, r, "out of memory");
-	}
-	*ret_volumes = arr;
 	return 0;
 }

@@ -64,7 +64,7 @@ static bool partition_ref_is_valid(const char *s)
 	size_t n = strlen(s);
 
 	/* XFS labels are at most 12 bytes; UUIDs are 36. Printable, no separators. */
-	if (n == 0 || n > 64)
+	if (n == 0 || n > PARTITION_REF_MAX)
 		return false;
 	for (size_t i = 0; i < n; i++)
 		if (s[i] <= 0x20 || s[i] >= 0x7f || s[i] == '/' || s[i] == ',' || s[i] == '=')

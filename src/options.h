@@ -11,6 +11,7 @@
 #define VOLUME_NAME_MAX 128
 #define OPTIONS_MAX_COUNT 32
 #define OPTION_VALUE_MAX 256
+#define PARTITION_REF_MAX 64 /* XFS labels are at most 12 bytes, UUIDs 36 */
 
 typedef enum SelftestPolicy {
 	SELFTEST_POLICY_UNSET = 0, /* use the plugin-wide default */
@@ -33,7 +34,7 @@ typedef struct SelftestThresholds {
 } SelftestThresholds;
 
 typedef struct VolumeOptions {
-	char partition[OPTION_VALUE_MAX]; /* label or UUID; "" = most free space */
+	char partition[PARTITION_REF_MAX + 1]; /* label or UUID; "" = most free space */
 	bool has_uid, has_gid, has_mode;
 	uint32_t uid, gid;
 	mode_t mode;

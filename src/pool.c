@@ -455,7 +455,7 @@ static bool uuid_is_sane(const char *u)
 {
 	size_t n = strlen(u);
 
-	if (n == 0 || n >= 64)
+	if (n == 0 || n > 36)
 		return false;
 	for (size_t i = 0; i < n; i++)
 		if (!((u[i] >= '0' && u[i] <= '9') || (u[i] >= 'a' && u[i] <= 'f') || (u[i] >= 'A' && u[i] <= 'F') ||

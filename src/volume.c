@@ -31,11 +31,13 @@ VolumeState volume_state_from_string(const char *s)
 
 Volume *volume_new(const char *name)
 {
-	Volume *v = calloc(1, sizeof(*v));
+	size_t n = strnlen(name, VOLUME_NAME_MAX);
+	Volume *v = calloc(1, sizeof(*v) + n + 1);
 
 	if (!v)
 		return NULL;
-	snprintf(v->name, sizeof(v->name), "%s", name);
+	memcpy(v->name, name, n);
+	v->name[n] = '\0';
 	v->refs = 1;
 	pthread_mutex_init(&v->op_lock, NULL);
 	return v;
@@ -163,30 +165,10 @@ static json_t *record_body(const Volume *v, bool with_mounts)
 	return j;
 }
 
-static uint32_t body_crc(json_t *body)
-{
-	char *s = json_dumps(body, JSON_COMPACT | JSON_SORT_KEYS);
-	uint32_t c;
-
-	if (!s)
-		return 0;
-	c = crc32c(0, s, strlen(s));
-	free(s);
-	return c;
-}
-
-json_t *volume_record_to_json(const Volume *v, bool with_mounts)
+/* The canonical body: compact, keys sorted. Its bytes are what the CRC covers. */
+static char *body_dump(const Volume *v, bool with_mounts)
 {
 	json_t *j = record_body(v, with_mounts);
-
-	if (j)
-		json_object_set_new(j, "crc", json_integer(body_crc(j)));
-	return j;
-}
-
-char *volume_record_dump(const Volume *v, bool with_mounts)
-{
-	json_t *j = volume_record_to_json(v, with_mounts);
 	char *s;
 
 	if (!j)
@@ -194,6 +176,74 @@ char *volume_record_dump(const Volume *v, bool with_mounts)
 	s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(j);
 	return s;
+}
+
+json_t *volume_record_to_json(const Volume *v, bool with_mounts)
+{
+	_cleanup_free_ char *b = body_dump(v, with_mounts);
+	json_t *j;
+
+	if (!b)
+		return NULL;
+	j = record_body(v, with_mounts);
+	if (j)
+		json_object_set_new(j, "crc", json_integer(crc32c(0, b, strlen(b))));
+	return j;
+}
+
+/*
+ * The file is the canonical body with a last member "crc" appended:
+ * {"created_at":...,"version":1,"crc":N}, where N is the CRC32C of the body
+ * exactly as it was written ({"created_at":...,"version":1}). Loading checks
+ * the bytes it read, without serialising the record again.
+ */
+char *volume_record_dump(const Volume *v, bool with_mounts)
+{
+	_cleanup_free_ char *b = body_dump(v, with_mounts);
+	char *out = NULL;
+	uint32_t crc;
+	size_t n;
+
+	if (!b)
+		return NULL;
+
+	n = strlen(b);
+	if (n < 3 || b[n - 1] != '}')
+		return NULL;
+	crc = crc32c(0, b, n);
+	b[n - 1] = '\0';
+	if (asprintf(&out, "%s,\"crc\":%u}", b, crc) < 0)
+		return NULL;
+	return out;
+}
+
+/* Checks the trailing "crc" member against the bytes before it. */
+static int check_crc(const char *buf, size_t len)
+{
+	static const char marker[] = ",\"crc\":";
+	const char *end = buf + len, *p, *digits;
+	uint64_t want = 0;
+	uint32_t got;
+
+	while (end > buf && (end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
+		end--;
+	if (end - buf < (ptrdiff_t)sizeof(marker) + 2 || end[-1] != '}')
+		return -EUCLEAN;
+	/* Back over the digits to the marker; the CRC member must be last. */
+	p = end - 1;
+	while (p > buf && p[-1] >= '0' && p[-1] <= '9')
+		p--;
+	digits = p;
+	if (digits == end - 1 || end - 1 - digits > 10)
+		return -EUCLEAN;
+	if ((size_t)(digits - buf) < sizeof(marker) - 1 ||
+	    memcmp(digits - (sizeof(marker) - 1), marker, sizeof(marker) - 1) != 0)
+		return -EUCLEAN;
+	for (p = digits; p < end - 1; p++)
+		want = want * 10 + (uint64_t)(*p - '0');
+	/* The body is everything before the marker, closed by the '}' that ended it. */
+	got = crc32c(crc32c(0, buf, (size_t)(digits - (sizeof(marker) - 1) - buf)), "}", 1);
+	return want == got ? 0 : -EUCLEAN;
 }
 
 static int copy_short_string(json_t *j, const char *key, char *dst, size_t size, char **reterr_msg)
@@ -235,16 +285,9 @@ int volume_record_parse(const char *buf, size_t len, Volume **ret, char **reterr
 		r = errmsg_set(reterr_msg, -EUCLEAN, "no checksum");
 		goto out;
 	}
-	{
-		json_int_t want = json_integer_value(crc);
-		json_incref(crc);
-		json_object_del(j, "crc");
-		if ((json_int_t)body_crc(j) != want) {
-			json_decref(crc);
-			r = errmsg_set(reterr_msg, -EUCLEAN, "checksum mismatch");
-			goto out;
-		}
-		json_object_set_new(j, "crc", crc);
+	if (check_crc(buf, len) < 0) {
+		r = errmsg_set(reterr_msg, -EUCLEAN, "checksum mismatch");
+		goto out;
 	}
 
 	r = copy_short_string(j, "name", name, sizeof(name), reterr_msg);

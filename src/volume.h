@@ -35,11 +35,10 @@ typedef struct Partition Partition;
 
 typedef struct Volume {
 	/* Persisted. */
-	char name[VOLUME_NAME_MAX + 1];
 	VolumeState state;
 	VolumeOptions opts;
-	char partition_uuid[64];
-	char partition_label[64];
+	char partition_uuid[40];  /* 36 characters */
+	char partition_label[16]; /* XFS labels are at most 12 bytes */
 	int64_t created_at; /* unix seconds */
 	uint32_t projid;    /* XFS project ID, 0 = none */
 	MountRef *mounts;
@@ -55,6 +54,8 @@ typedef struct Volume {
 	bool indexed;       /* start-up: an index entry exists in the state directory */
 	unsigned refs;
 	pthread_mutex_t op_lock; /* serialises Mount/Unmount/Remove of this volume */
+
+	char name[]; /* last: allocated to its length (10,000 volumes, mostly short names) */
 } Volume;
 
 Volume *volume_new(const char *name);

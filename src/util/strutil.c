@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,15 +146,27 @@ bool string_is_printable_ascii(const char *s)
 	return true;
 }
 
+static uint32_t crc32c_table[256];
+static pthread_once_t crc32c_once = PTHREAD_ONCE_INIT;
+
+static void crc32c_init(void)
+{
+	for (uint32_t i = 0; i < 256; i++) {
+		uint32_t c = i;
+		for (int k = 0; k < 8; k++)
+			c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1u)));
+		crc32c_table[i] = c;
+	}
+}
+
+/* Chainable: crc32c(crc32c(0, a), b) == crc32c(0, a ++ b). Table-driven, one byte per step. */
 uint32_t crc32c(uint32_t crc, const void *buf, size_t len)
 {
 	const unsigned char *p = buf;
 
+	pthread_once(&crc32c_once, crc32c_init);
 	crc = ~crc;
-	while (len--) {
-		crc ^= *p++;
-		for (int k = 0; k < 8; k++)
-			crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1u)));
-	}
+	while (len--)
+		crc = (crc >> 8) ^ crc32c_table[(crc ^ *p++) & 0xffu];
 	return ~crc;
 }

@@ -1,0 +1,358 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Turns tests/bench/run.sh's raw TSVs into RESULTS.md (markdown tables) and
+PNG plots (gnuplot). Usage: report.py RAW_DIR RESULTS.md PLOTS_DIR
+
+A hand-written analysis (profiles of missed aims, suggested fixes) is kept in
+tests/bench/ANALYSIS.md and appended verbatim when it exists."""
+import os
+import statistics as st
+import subprocess
+import sys
+
+raw, out_md, plots = sys.argv[1:4]
+plots = os.path.abspath(plots)
+os.makedirs(plots, exist_ok=True)
+bench_dir = os.path.dirname(os.path.abspath(out_md))
+
+
+def rows(name):
+    p = os.path.join(raw, name)
+    if not os.path.exists(p):
+        return []
+    with open(p) as f:
+        return [line.rstrip("\n").split("\t") for line in f if line.strip()]
+
+
+def med(v):
+    return st.median(v) if v else float("nan")
+
+
+def fmt(x, d=0):
+    if x != x:
+        return "n/a"
+    if d == 0 and abs(x) >= 100:
+        return f"{x:,.0f}"
+    return f"{x:,.{d}f}" if d else f"{x:,.1f}" if abs(x) < 100 else f"{x:,.0f}"
+
+
+def rng(v, d=0):
+    return f"{fmt(min(v), d)}–{fmt(max(v), d)}" if v else "n/a"
+
+
+def gnuplot(script, name):
+    path = os.path.join(plots, name + ".gp")
+    with open(path, "w") as f:
+        f.write(script)
+    try:
+        subprocess.run(["gnuplot", path], check=True, cwd=plots, capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        print(f"report.py: gnuplot {name}: {e}", file=sys.stderr)
+    os.unlink(path)
+
+
+def mark(ok):
+    return "met" if ok else "**missed**"
+
+
+md = []
+aims = []
+meta = open(os.path.join(raw, "meta.txt")).read().strip() if os.path.exists(os.path.join(raw, "meta.txt")) else ""
+md.append("# nvmevol benchmarks\n")
+md.append("Produced by `tests/bench/run.sh` (do not edit by hand; the analysis at the end comes from "
+          "`tests/bench/ANALYSIS.md`). Contenders alternate within each repetition (the first one rotates); "
+          "tables show the **median** over repetitions, the min–max range, and **ratios of medians**. "
+          "The machine is a noisy 2-CPU VM: only ratios measured side by side in one run mean anything.\n")
+md.append("```\n" + meta + "\n```\n")
+md.append("@@AIMS@@\n")
+
+# ---------------------------------------------------------------- data path
+WL = [("randwrite", "4 KiB random write, direct, libaio QD32", "IOPS"),
+      ("randread", "4 KiB random read, direct, libaio QD32", "IOPS"),
+      ("seqwrite", "1 MiB sequential write, direct, libaio QD8", "MiB/s"),
+      ("fsyncwrite", "4 KiB write + fsync after each (buffered, psync)", "IOPS"),
+      ("bufread", "4 KiB random read, buffered, psync", "IOPS")]
+DC_ALL = ["host", "nvmevol", "bind", "overlay2-xfs", "local-xfs"]
+data = {}
+data_rep = {}
+for wl, c, rep, v in rows("data.tsv"):
+    data.setdefault((wl, c), []).append(float(v))
+    data_rep[(wl, c, rep)] = float(v)
+
+
+def paired(wl, c):
+    """Median over repetitions of c/host measured in the same repetition."""
+    rs = [data_rep[(w, cc, r)] / data_rep[(w, "host", r)] for (w, cc, r) in data_rep
+          if w == wl and cc == c and (w, "host", r) in data_rep and data_rep[(w, "host", r)] > 0]
+    return med(rs), rs
+DC = [c for c in DC_ALL if any(k[1] == c for k in data)]
+if data:
+    md.append("## 1. Data path: fio inside a container\n")
+    md.append("All on file-backed loop devices (direct-io=on) of the same size on the same host disk, 256 MiB "
+              "file laid out beforehand. **host** = fio on the host straight onto the XFS partition that holds "
+              "the nvmevol volume (the limit); **nvmevol** = a container with an nvmevol volume on that "
+              "partition; **bind** (when present) = a container with a plain `--mount type=bind` of a directory on "
+              "that same partition, i.e. what any container costs (seccomp filter on every syscall, cgroup) without "
+              "nvmevol; **overlay2-xfs** = the container's own layer on a second dockerd whose data-root is an "
+              "identical XFS loop partition; **local-xfs** = a Docker `local` volume on that daemon. Buffered random "
+              "reads run on a file read once beforehand (page-cache hits) when the run says `--invalidate=0` in "
+              "meta, otherwise from a cold cache.\n")
+    md.append("| workload | unit | " + " | ".join(DC) + " | " + " | ".join(f"{c} ÷ host" for c in DC[1:]) +
+              " | nvmevol ÷ host, paired (range) |")
+    md.append("|---|---|" + "---:|" * (2 * len(DC)))
+    plot_rows = []
+    for wl, label, unit in WL:
+        if (wl, "host") not in data:
+            continue
+        h = med(data[(wl, "host")])
+        cells = [f"{fmt(med(data.get((wl, c), [])))} ({rng(data.get((wl, c), []))})" for c in DC]
+        ratios = [med(data.get((wl, c), [])) / h for c in DC[1:]]
+        pm, prs = paired(wl, "nvmevol")
+        md.append(f"| {label} | {unit} | " + " | ".join(cells) + " | " + " | ".join(f"{r:.3f}" for r in ratios) +
+                  f" | {pm:.3f} ({rng(prs, 2)}) |")
+        aims.append((f"data path {wl}: nvmevol ÷ host ≥ 0.97", f"{ratios[0]:.3f}", ratios[0] >= 0.97))
+        plot_rows.append((wl, ratios))
+    md.append("\nCells: median (min–max) over the repetitions. *c ÷ host* = ratio of the medians; *paired* = the "
+              "median over repetitions of nvmevol ÷ host measured in the same repetition (back to back), which "
+              "cancels slow drifts of the machine's load.\n")
+    with open(os.path.join(plots, "data.dat"), "w") as f:
+        for wl, r in plot_rows:
+            f.write(f"{wl} " + " ".join(f"{x:.4f}" for x in r) + "\n")
+    gnuplot("""set terminal pngcairo size 900,480
+set output 'data-path.png'
+set title 'fio in a container, median throughput relative to host-direct (1.0 = host)'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set yrange [0:*]
+set grid y
+set key outside right
+set arrow from graph 0, first 0.97 to graph 1, first 0.97 nohead dt 2 lc rgb 'red'
+plot 'data.dat' using 2:xtic(1) title 'nvmevol'""" + "".join(f", '' using {3 + k} title '{c}'" for k, c in enumerate(DC[2:])) + """
+""", "data-path")
+    os.unlink(os.path.join(plots, "data.dat"))
+    md.append("![data path](plots/data-path.png)\n")
+
+# ---------------------------------------------------------------- copy-up
+cu = {}
+for c, rep, v in rows("copyup.tsv"):
+    cu.setdefault(c, []).append(float(v) / 1000.0)
+if cu:
+    md.append("## 1b. Copy-up: the first 4 KiB write into a 1 GiB file that lives in the image\n")
+    md.append("`open(O_WRONLY)` + `pwrite` 4 KiB at offset 0 + `close`, timed inside a fresh container "
+              "(`tests/bench/firstwrite.c`). overlay2 copies the whole file up on the first open for writing "
+              "(on XFS a reflink clone, on ext4 a full copy); on an nvmevol volume mounted over the image's "
+              "directory Docker copied the file into the volume once at its first mount, and every later "
+              "write is an in-place write.\n")
+    md.append("| where the file is | median ms | min–max ms | ÷ nvmevol |")
+    md.append("|---|---:|---:|---:|")
+    base = med(cu.get("nvmevol", []))
+    for c in ["overlay2-ext4", "overlay2-xfs", "nvmevol"]:
+        if c in cu:
+            md.append(f"| {c} | {fmt(med(cu[c]), 3)} | {rng(cu[c], 3)} | {med(cu[c]) / base:,.0f}× |")
+    md.append("")
+    with open(os.path.join(plots, "copyup.dat"), "w") as f:
+        for c in ["overlay2-ext4", "overlay2-xfs", "nvmevol"]:
+            if c in cu:
+                f.write(f"{c} {med(cu[c]):.4f} {min(cu[c]):.4f} {max(cu[c]):.4f}\n")
+    gnuplot("""set terminal pngcairo size 700,420
+set output 'copyup.png'
+set title 'first 4 KiB write into a 1 GiB image file (ms, log scale)'
+set style data histograms
+set style histogram errorbars gap 1 lw 1
+set style fill solid 0.8 border -1
+set logscale y
+set grid y
+set key off
+plot 'copyup.dat' using 2:3:4:xtic(1)
+""", "copyup")
+    os.unlink(os.path.join(plots, "copyup.dat"))
+    md.append("![copy-up](plots/copyup.png)\n")
+
+# ------------------------------------------------------------ control plane
+cp = {}
+for phase, c, rep, v in rows("control.tsv"):
+    cp.setdefault((phase, c), []).append(float(v) / 1000.0)
+if cp:
+    md.append("## 2a. Control plane through Docker: `docker volume create` + `docker run --rm -v v:/d busybox true` + `docker volume rm`\n")
+    md.append("One cycle = the three CLI commands against the private dockerd (the plugin installed with "
+              "plugin/build.sh + plugin/install.sh). `nvmevol-off` / `nvmevol-warn` = volume option "
+              "`selftest=off` / `selftest=warn` (default budget 300 ms). Phase *default* keeps the plugin's "
+              "`NVMEVOL_SELFTEST_CACHE_SECONDS=300` (a warn mount reuses the partition's cached result); phase "
+              "*nocache* sets it to 0, so every first mount of a warn volume runs the self-test. One warm-up "
+              "cycle per contender is not counted.\n")
+    md.append("| phase | contender | cycles | median ms | min–max ms | ÷ local |")
+    md.append("|---|---|---:|---:|---:|---:|")
+    for phase in ["default", "nocache"]:
+        loc = med(cp.get((phase, "local"), []))
+        for c in ["local", "nvmevol-off", "nvmevol-warn", "nvmevol-warn-nocache"]:
+            v = cp.get((phase, c))
+            if not v:
+                continue
+            r = med(v) / loc
+            md.append(f"| {phase} | {c} | {len(v)} | {fmt(med(v))} | {rng(v)} | {r:.3f} |")
+            if c == "nvmevol-off":
+                aims.append(("control plane: nvmevol (self-test off) ÷ local ≤ 1.15", f"{r:.3f}", r <= 1.15))
+    md.append("")
+    with open(os.path.join(plots, "control.dat"), "w") as f:
+        for phase in ["default", "nocache"]:
+            for c in ["local", "nvmevol-off", "nvmevol-warn", "nvmevol-warn-nocache"]:
+                v = cp.get((phase, c))
+                if v:
+                    f.write(f"{phase}:{c} {med(v):.2f} {min(v):.2f} {max(v):.2f}\n")
+    gnuplot("""set terminal pngcairo size 900,420
+set output 'control-plane.png'
+set title 'volume create + run --rm -v + volume rm (ms per cycle; median, min-max)'
+set style data histograms
+set style histogram errorbars gap 1 lw 1
+set style fill solid 0.8 border -1
+set yrange [0:*]
+set grid y
+set key off
+set xtics rotate by -20
+plot 'control.dat' using 2:3:4:xtic(1)
+""", "control-plane")
+    os.unlink(os.path.join(plots, "control.dat"))
+    md.append("![control plane](plots/control-plane.png)\n")
+
+# ---------------------------------------------------------------- endpoints
+ep = {}
+order = []
+for n, name, rnd, cnt, p50, p99, mx, mean in rows("endpoints.tsv"):
+    if name not in order:
+        order.append(name)
+    ep.setdefault((int(n), name), []).append((float(p50), float(p99), float(mx), int(cnt)))
+if ep:
+    md.append("## 2b. Plugin socket, per endpoint (daemon run directly, self-test off)\n")
+    md.append("`tests/bench/sockbench.c`: HTTP/1.1 over the unix socket on one keep-alive connection, like "
+              "Docker's plugin client (the *new connection* row pays connect + libmicrohttpd's thread per "
+              "connection). Get picks a random existing volume; Create/Mount/Unmount/Remove work on extra "
+              "volumes so the count stays at N. Each round is one batch; the table shows the median over "
+              "rounds of each round's p50 and p99 (µs), and the range of the per-round p50.\n")
+    ns = sorted({n for n, _ in ep})
+    md.append("| endpoint | " + " | ".join(f"{n:,} vols p50 µs | p99 µs | p50 range" for n in ns) + " |")
+    md.append("|---|" + "---:|---:|---:|" * len(ns))
+    for name in order:
+        cells = []
+        for n in ns:
+            v = ep.get((n, name))
+            if not v:
+                cells += ["", "", ""]
+                continue
+            p50s = [x[0] for x in v]
+            cells += [fmt(med(p50s)), fmt(med([x[1] for x in v])), rng(p50s)]
+        md.append(f"| {name} | " + " | ".join(cells) + " |")
+    md.append("")
+    if (10000, "List") in ep:
+        l50 = med([x[0] for x in ep[(10000, "List")]]) / 1000
+        l99 = med([x[1] for x in ep[(10000, "List")]]) / 1000
+        aims.append(("List with 10,000 volumes ≤ 50 ms (p50; p99 in brackets)", f"{l50:.1f} ms ({l99:.1f})", l50 <= 50))
+    with open(os.path.join(plots, "endpoints.dat"), "w") as f:
+        for name in order:
+            vals = []
+            for n in ns:
+                v = ep.get((n, name), [(float("nan"),) * 2])
+                vals += [med([x[0] for x in v]), med([x[1] for x in v])]
+            f.write('"' + name.replace("Capabilities (new connection)", "Caps(new conn)") + '" ' +
+                    " ".join(f"{x:.1f}" for x in vals) + "\n")
+    cols = []
+    for i, n in enumerate(ns):
+        cols.append(f"'' using {2 + 2 * i} title 'p50 {n} vols'")
+        cols.append(f"'' using {3 + 2 * i} title 'p99 {n} vols'")
+    cols[0] = cols[0].replace("''", "'endpoints.dat'", 1).replace("using 2", "using 2:xtic(1)", 1)
+    gnuplot("""set terminal pngcairo size 1000,460
+set output 'endpoints.png'
+set title 'plugin socket latency per endpoint (microseconds, log scale)'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set logscale y
+set grid y
+set key outside right
+set xtics rotate by -20
+plot """ + ", ".join(cols) + "\n", "endpoints")
+    os.unlink(os.path.join(plots, "endpoints.dat"))
+    md.append("![endpoints](plots/endpoints.png)\n")
+
+dm = {}
+for metric, n, v in rows("daemon.tsv"):
+    if v not in ("", "-1"):
+        dm.setdefault((metric, int(n)), []).append(float(v))
+if dm:
+    md.append("### Daemon start-up and memory (daemon run directly, self-test off)\n")
+    md.append("*ready* = from fork+exec to the first List answered with 200 (the daemon `listen()`s at once "
+              "but answers only after start-up), measured by sockbench over repeated SIGTERM + restart. "
+              "VmRSS from /proc/PID/status: right after start (*fresh*), after creating the volumes "
+              "(*loaded*, same process), and after the endpoint batches.\n")
+    md.append("| volumes | ready median ms | ready min–max | VmRSS fresh KiB (median) | VmRSS loaded KiB | VmRSS after batches KiB | VmHWM KiB |")
+    md.append("|---:|---:|---:|---:|---:|---:|---:|")
+    for n in sorted({n for _, n in dm}):
+        r = dm.get(("ready_ms", n), [])
+        md.append(f"| {n:,} | {fmt(med(r), 1)} | {rng(r, 1)} | {fmt(med(dm.get(('rss_kib', n), [])))} | "
+                  f"{fmt(med(dm.get(('rss_kib_loaded', n), [])))} | {fmt(med(dm.get(('rss_kib_after_bench', n), [])))} | "
+                  f"{fmt(med(dm.get(('hwm_kib_after_bench', n), [])))} |")
+    md.append("")
+    if ("ready_ms", 10000) in dm:
+        r = med(dm[("ready_ms", 10000)])
+        aims.append(("exec to ready with 10,000 volumes ≤ 200 ms", f"{r:.0f} ms", r <= 200))
+    if ("rss_kib", 10000) in dm:
+        fresh = med(dm[("rss_kib", 10000)]) / 1024
+        worst = max(dm.get(("rss_kib_after_bench", 10000), [0]) + dm[("rss_kib", 10000)]) / 1024
+        aims.append(("VmRSS with 10,000 volumes ≤ 8 MiB (fresh start; after load + batches in brackets)",
+                     f"{fresh:.1f} MiB ({worst:.1f})", fresh <= 8))
+
+# ----------------------------------------------------------------- self-test
+stp = os.path.join(raw, "selftest.md")
+if os.path.exists(stp):
+    md.append("## 3. Self-test vs fio (tests/bench/selftest-vs-fio.sh)\n")
+    md.append(open(stp).read().strip() + "\n")
+
+# ------------------------------------------------------------------ postgres
+pg = {}
+for c, rep, v in rows("pgbench.tsv"):
+    pg.setdefault(c, []).append(float(v))
+if pg:
+    md.append("## 4. PostgreSQL 15 + pgbench (TPC-B-like, scale 10, -c 4 -j 2, unix socket in the container)\n")
+    md.append("PGDATA on: **host** = a bind mount of a directory on the XFS partition that holds the nvmevol "
+              "volume (host-direct); **nvmevol** = an nvmevol volume (`-o uid=999 -o gid=999 -o mode=0700`); "
+              "**overlay2-xfs** = the container layer on the identical XFS data-root partition. All three "
+              "servers run at the same time (idle while the others are measured).\n")
+    md.append("| PGDATA on | median TPS | min–max TPS | ÷ host |")
+    md.append("|---|---:|---:|---:|")
+    h = med(pg.get("host", []))
+    for c in ["host", "nvmevol", "overlay2-xfs"]:
+        if c in pg:
+            md.append(f"| {c} | {fmt(med(pg[c]), 1)} | {rng(pg[c], 1)} | {med(pg[c]) / h:.3f} |")
+    md.append("")
+    if "nvmevol" in pg:
+        r = med(pg["nvmevol"]) / h
+        aims.append(("pgbench: nvmevol ÷ host ≥ 0.97", f"{r:.3f}", r >= 0.97))
+    with open(os.path.join(plots, "pg.dat"), "w") as f:
+        for c in ["host", "nvmevol", "overlay2-xfs"]:
+            if c in pg:
+                f.write(f"{c} {med(pg[c]):.2f} {min(pg[c]):.2f} {max(pg[c]):.2f}\n")
+    gnuplot("""set terminal pngcairo size 700,420
+set output 'pgbench.png'
+set title 'pgbench TPS (median, min-max)'
+set style data histograms
+set style histogram errorbars gap 1 lw 1
+set style fill solid 0.8 border -1
+set yrange [0:*]
+set grid y
+set key off
+plot 'pg.dat' using 2:3:4:xtic(1)
+""", "pgbench")
+    os.unlink(os.path.join(plots, "pg.dat"))
+    md.append("![pgbench](plots/pgbench.png)\n")
+
+# --------------------------------------------------------------------- aims
+at = ["## Aims\n", "| aim | measured | |", "|---|---:|---|"]
+for a, v, ok in aims:
+    at.append(f"| {a} | {v} | {mark(ok)} |")
+text = "\n".join(md).replace("@@AIMS@@", "\n".join(at) + "\n")
+an = os.path.join(bench_dir, "ANALYSIS.md")
+if os.path.exists(an):
+    text += "\n" + open(an).read()
+with open(out_md, "w") as f:
+    f.write(text)
+print(f"wrote {out_md}")
