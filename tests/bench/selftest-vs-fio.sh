@@ -9,7 +9,7 @@
 # jobs below, which measure the same operations:
 #
 #   figure            self-test                          fio job (psync = pread/pwrite, direct=1)
-#   seq_write_mbps    1 MiB writes to a new file, then   rw=write bs=1M size=256M end_fsync=1 on a new file
+#   seq_write_mbps    1 MiB writes to a new file, then   rw=write bs=1M size=REGION end_fsync=1 on a new file
 #                     fdatasync (counted)                (fio's runtime includes the end fsync, like dd conv=fdatasync)
 #   seq_read_mbps     1 MiB reads                        rw=read bs=1M, time_based
 #   write_p50/p99_ms  4 KiB random overwrites, QD1       rw=randwrite bs=4k iodepth=1, clat percentiles
@@ -18,9 +18,10 @@
 #                     threads (QD16)                     (psync has no queue: QD16 = 16 jobs, as the self-test's 16 threads)
 #   rand_read_iops    4 KiB random reads, 16 threads     rw=randread bs=4k numjobs=16 group_reporting
 #
-# The random and read jobs run on a 256 MiB file written once beforehand, so
-# that, like the self-test's, random writes are overwrites of written blocks
-# and reads return real data (not holes).
+# Every fio job works on REGION = the self-test's scratch file size (measured
+# by a warm-up self-test), written once beforehand, so that, like the
+# self-test's, random writes are overwrites of written blocks and reads return
+# real data (not holes), over a region of the same size.
 #
 # Usage: selftest-vs-fio.sh [-n RUNS] [-s FS_MIB] [-t FIO_SECONDS] [-d BACKING_DIR] [-b BUILD_DIR] [-o OUT.md] [-B BUDGET_MS]
 #   -n RUNS         rounds (default 7, at least 5 recommended)
@@ -118,10 +119,18 @@ mkdir "$MNT"
 mount -o noatime,nodiratime "$LOOP" "$MNT"
 mkdir "$MNT/selftest"
 FIO_FILE=$MNT/fio.dat
-fio --name=prep --filename="$FIO_FILE" --rw=write --bs=1M --direct=1 --size=256M --output-format=json >/dev/null
+
+# fio works on a file as large as the self-test's scratch file: the region size
+# decides how much of it sits in the disk's and the host's caches, so a 256 MiB
+# fio file against a 36 MiB self-test file compares two different things.
+# One warm-up self-test (not counted) tells the size.
+REGION_MIB=$("$NVMEVOL" selftest --json --budget-ms "$BUDGET_MS" "$MNT/selftest" | jq -r '(.file_bytes / 1048576 | ceil)')
+[ "$REGION_MIB" -ge 8 ] 2>/dev/null || REGION_MIB=64
+echo "region: ${REGION_MIB} MiB (the self-test's scratch file size)" >&2
+fio --name=prep --filename="$FIO_FILE" --rw=write --bs=1M --direct=1 --size="${REGION_MIB}M" --output-format=json >/dev/null
 
 FIO_COMMON=(--direct=1 --ioengine=psync --output-format=json)
-FIO_TB=(--time_based --runtime="$FIO_SECONDS" --size=256M --filename="$FIO_FILE")
+FIO_TB=(--time_based --runtime="$FIO_SECONDS" --size="${REGION_MIB}M" --filename="$FIO_FILE")
 
 RAW=$WORK/raw.tsv
 : >"$RAW"
@@ -147,7 +156,7 @@ run_fio() {
 	local j
 	rm -f "$MNT/fio.seq"
 	settle
-	j=$(fio --name=seqwrite --filename="$MNT/fio.seq" --rw=write --bs=1M --size=256M --end_fsync=1 "${FIO_COMMON[@]}")
+	j=$(fio --name=seqwrite --filename="$MNT/fio.seq" --rw=write --bs=1M --size="${REGION_MIB}M" --end_fsync=1 "${FIO_COMMON[@]}")
 	rm -f "$MNT/fio.seq"
 	record fio seq_write_mbps "$(jq '.jobs[0].write.bw / 1024' <<<"$j")"
 	settle
