@@ -179,7 +179,8 @@ static void finish_bulk_load(Manager *m)
 {
 	size_t out = 0;
 
-	qsort(m->vols, m->n_vols, sizeof(*m->vols), compare_volumes);
+	if (m->n_vols > 1)
+		qsort(m->vols, m->n_vols, sizeof(*m->vols), compare_volumes);
 	for (size_t i = 0; i < m->n_vols; i++) {
 		if (out > 0 && streq(m->vols[out - 1]->name, m->vols[i]->name)) {
 			log_error("volume %s exists on partitions %s and %s; serving the first, ignoring the second",
