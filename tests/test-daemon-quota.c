@@ -23,8 +23,7 @@ static ClientReply rep;
 static void setup1(void)
 {
 	testbed_require_root();
-	cr_assert_eq(testbed_init(&tb, 1), 0, "cannot create a loop XFS partition");
-	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0, "log in %s", tb.log);
+	testbed_setup(&tb, 1, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL });
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"probe\"}"), 0);
 	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"probe\"}"), 0);
 	json_t *part = json_object_get(json_object_get(json_object_get(rep.json, "Volume"), "Status"), "partition");

@@ -21,7 +21,10 @@ static ClientReply rep;
 static void setup1(void)
 {
 	testbed_require_root();
-	cr_assert_eq(testbed_init(&tb, 1), 0, "cannot create a loop XFS partition");
+	if (testbed_init(&tb, 1) < 0) {
+		testbed_destroy(&tb);
+		cr_assert_fail("cannot create a loop XFS partition");
+	}
 }
 
 static void teardown(void)
@@ -34,7 +37,13 @@ TestSuite(selftest_mount, .init = setup1, .fini = teardown, .timeout = 180);
 
 static void start(const char *const *env)
 {
-	cr_assert_eq(testbed_start(&tb, env), 0, "daemon did not start; log in %s", tb.log);
+	if (testbed_start(&tb, env) < 0) {
+		char cmd[400];
+		snprintf(cmd, sizeof(cmd), "tail -20 %s >&2", tb.log);
+		(void)system(cmd);
+		testbed_destroy(&tb);
+		cr_assert_fail("daemon did not start (log above)");
+	}
 }
 
 static json_t *selftest_status(const char *name)

@@ -23,9 +23,7 @@ static ClientReply rep;
 static void setup2(void)
 {
 	testbed_require_root();
-	cr_assert_eq(testbed_init(&tb, 2), 0, "cannot create loop XFS partitions");
-	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0,
-		     "daemon did not start; log in %s", tb.log);
+	testbed_setup(&tb, 2, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL });
 }
 
 static void teardown(void)

@@ -94,6 +94,32 @@ int testbed_detach(Testbed *tb, int i)
 	return RUN("losetup", "-d", p->device) == 0 ? 0 : -EIO;
 }
 
+/* Safety net: a failed assertion in a suite's .init skips its .fini, so live testbeds go at exit. */
+#define LIVE_MAX 8
+static Testbed *live[LIVE_MAX];
+
+static void destroy_live(void)
+{
+	for (int i = 0; i < LIVE_MAX; i++)
+		if (live[i])
+			testbed_destroy(live[i]);
+}
+
+static void track(Testbed *tb)
+{
+	static bool registered;
+
+	if (!registered) {
+		atexit(destroy_live);
+		registered = true;
+	}
+	for (int i = 0; i < LIVE_MAX; i++)
+		if (!live[i] || live[i] == tb) {
+			live[i] = tb;
+			return;
+		}
+}
+
 int testbed_init(Testbed *tb, int n_parts)
 {
 	uint32_t rnd = 0;
@@ -111,6 +137,7 @@ int testbed_init(Testbed *tb, int n_parts)
 	snprintf(tb->prop, sizeof(tb->prop), "%s/prop", tb->dir);
 	snprintf(tb->parts_root, sizeof(tb->parts_root), "%s/parts", tb->dir);
 	snprintf(tb->log, sizeof(tb->log), "%s/daemon.log", tb->dir);
+	track(tb);
 
 	for (int i = 0; i < n_parts; i++) {
 		TestbedPartition *p = &tb->parts[i];
@@ -245,6 +272,9 @@ static void unmount_below(const char *dir)
 
 void testbed_destroy(Testbed *tb)
 {
+	for (int i = 0; i < LIVE_MAX; i++)
+		if (live[i] == tb)
+			live[i] = NULL;
 	if (!tb->dir[0])
 		return;
 	testbed_stop(tb, SIGKILL);
@@ -300,4 +330,34 @@ char *mountinfo_line(const char *target)
 		}
 	fclose(f);
 	return found;
+}
+
+void testbed_setup(Testbed *tb, int n_parts, const char *const *extra_env)
+{
+	char tail[2048] = "";
+	FILE *f;
+	int r;
+
+	r = testbed_init(tb, n_parts);
+	if (r < 0) {
+		testbed_destroy(tb);
+		cr_assert_fail("cannot create %d loop XFS partition(s): %s", n_parts, strerror(-r));
+	}
+	r = testbed_start(tb, extra_env);
+	if (r == 0)
+		return;
+	/* The log goes with the testbed: keep its end in the failure message. */
+	f = fopen(tb->log, "r");
+	if (f) {
+		long size;
+		size_t n;
+		fseek(f, 0, SEEK_END);
+		size = ftell(f);
+		fseek(f, size > (long)sizeof(tail) - 1 ? size - (long)sizeof(tail) + 1 : 0, SEEK_SET);
+		n = fread(tail, 1, sizeof(tail) - 1, f);
+		tail[n] = '\0';
+		fclose(f);
+	}
+	testbed_destroy(tb);
+	cr_assert_fail("daemon did not start (%s); its log ends with:\n%s", strerror(-r), tail);
 }

@@ -42,6 +42,8 @@ int run_cmd(const char *const *argv);
 void testbed_require_root(void);
 
 int testbed_init(Testbed *tb, int n_parts);
+/* testbed_init() + testbed_start(), or a failed assertion quoting the daemon's log; cleans up either way. */
+void testbed_setup(Testbed *tb, int n_parts, const char *const *extra_env);
 /* Starts the daemon with the testbed's settings plus "NAME=value" strings in @extra_env (NULL-terminated). */
 int testbed_start(Testbed *tb, const char *const *extra_env);
 /* Sends @sig and waits; SIGKILL for a crash, SIGTERM for a clean stop. */
