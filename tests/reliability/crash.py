@@ -40,7 +40,7 @@ import time
 
 sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nvtlib import Testbed, Counter, ApiError, log  # noqa: E402
+from nvtlib import Testbed, Counter, ApiError, log, parse_http_response  # noqa: E402
 
 NAMES = ["c%02d" % i for i in range(10)]
 IDS = ["id-%d" % i for i in range(4)]
@@ -86,23 +86,17 @@ def http_request(endpoint, body):
 
 def parse_reply(raw):
     """(status, json) if raw is a complete HTTP response, else None."""
-    head, sep, body = raw.partition(b"\r\n\r\n")
-    if not sep:
+    r = parse_http_response(raw)
+    if r is None:
         return None
-    lines = head.split(b"\r\n")
+    status, hdr, body = r
     try:
-        status = int(lines[0].split()[1])
-    except (IndexError, ValueError):
-        return None
-    clen = None
-    for ln in lines[1:]:
-        k, _, v = ln.partition(b":")
-        if k.strip().lower() == b"content-length":
-            clen = int(v.strip())
-    if clen is None or len(body) < clen:
+        if "content-length" not in hdr or len(body) < int(hdr["content-length"]):
+            return None
+    except ValueError:
         return None
     try:
-        return status, json.loads(body[:clen])
+        return status, json.loads(body)
     except ValueError:
         return status, None
 

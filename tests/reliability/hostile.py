@@ -30,7 +30,7 @@ import time
 
 sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nvtlib import Testbed, Counter, tree_digest, rss_kib, fd_count, log  # noqa: E402
+from nvtlib import Testbed, Counter, tree_digest, rss_kib, fd_count, log, parse_http_response  # noqa: E402
 
 NAMED = ["/VolumeDriver.Create", "/VolumeDriver.Remove", "/VolumeDriver.Mount",
          "/VolumeDriver.Unmount", "/VolumeDriver.Path", "/VolumeDriver.Get"]
@@ -273,30 +273,11 @@ def exchange(sockpath, payload, timeout=20, half_close=True):
         s.close()
 
 
-def parse(raw):
-    """(status, headers dict, body) of the first response in raw, or None."""
-    head, sep, body = raw.partition(b"\r\n\r\n")
-    if not sep:
-        return None
-    lines = head.split(b"\r\n")
-    try:
-        status = int(lines[0].split()[1])
-    except (IndexError, ValueError):
-        return None
-    hdr = {}
-    for ln in lines[1:]:
-        k, _, v = ln.partition(b":")
-        hdr[k.strip().lower().decode(errors="replace")] = v.strip().decode(errors="replace")
-    if "content-length" in hdr:
-        body = body[:int(hdr["content-length"])]
-    return status, hdr, body
-
-
 def classify(expect, raw, err):
     """'pass' / 'violation:<why>' and the kind of answer."""
     if err == "timeout":
         return "violation:no answer within 20 s", "timeout"
-    r = parse(raw)
+    r = parse_http_response(raw)
     if r is None:
         if expect in ("close_or_refusal", "err_or_close") and not raw:
             return "pass", "closed"

@@ -106,6 +106,32 @@ def tree_digest(root, skip=()):
     return h.hexdigest()
 
 
+def parse_http_response(raw):
+    """(status, headers, body) of the first HTTP response in raw, or None if its head is incomplete.
+
+    headers: lower-case names to str values; body: cut to Content-Length when there is one
+    (shorter than announced if raw is truncated: callers that need it whole compare lengths).
+    """
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    if not sep:
+        return None
+    lines = head.split(b"\r\n")
+    try:
+        status = int(lines[0].split()[1])
+    except (IndexError, ValueError):
+        return None
+    hdr = {}
+    for ln in lines[1:]:
+        k, _, v = ln.partition(b":")
+        hdr[k.strip().lower().decode(errors="replace")] = v.strip().decode(errors="replace")
+    if "content-length" in hdr:
+        try:
+            body = body[:int(hdr["content-length"])]
+        except ValueError:
+            pass
+    return status, hdr, body
+
+
 def rss_kib(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
