@@ -49,6 +49,7 @@ fi
 if [ "$MODE" = soak ]; then
 	TESTS=(
 		"crash|$HERE/crash.py 10000"
+		"crashpoints|$HERE/crashpoints.py"
 		"faults|$HERE/faults.py"
 		"hostile|$HERE/hostile.py 100000"
 		"hostile-asan|$HERE/hostile.py 20000 --binary $NVMEVOL_ASAN_BINARY"
@@ -59,6 +60,7 @@ if [ "$MODE" = soak ]; then
 else
 	TESTS=(
 		"crash|$HERE/crash.py 500 --max-seconds 150"
+		"crashpoints|$HERE/crashpoints.py"
 		"faults|$HERE/faults.py"
 		"hostile|$HERE/hostile.py 12000"
 		"hostile-asan|$HERE/hostile.py 4000 --binary $NVMEVOL_ASAN_BINARY"
