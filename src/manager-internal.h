@@ -27,6 +27,7 @@ struct Manager {
 	pthread_rwlock_t reg_lock;
 	Volume **vols; /* sorted by name */
 	size_t n_vols, cap;
+	bool bulk_loading; /* start-up: append, sort once at the end (a sorted insert each is O(n²)) */
 
 	pthread_mutex_t create_lock; /* serialises Create and Remove */
 };

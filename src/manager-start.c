@@ -136,15 +136,12 @@ static bool name_from_filename(const char *fn, char *buf, size_t len)
 	return volume_name_is_valid(buf);
 }
 
-/* While records load, volumes are appended and sorted once at the end (a sorted insert each is O(n²)). */
-static bool bulk_loading;
-
 static int register_volume(Manager *m, Volume *v)
 {
 	int r = 0;
 
 	pthread_rwlock_wrlock(&m->reg_lock);
-	if (bulk_loading) {
+	if (m->bulk_loading) {
 		if (m->n_vols == m->cap) {
 			size_t cap = m->cap ? m->cap * 2 : 64;
 			Volume **nv = realloc(m->vols, cap * sizeof(*nv));
@@ -191,7 +188,7 @@ static void finish_bulk_load(Manager *m)
 		m->vols[out++] = m->vols[i];
 	}
 	m->n_vols = out;
-	bulk_loading = false;
+	m->bulk_loading = false;
 }
 
 static void quarantine_dir(Partition *part, const char *name, const char *why)
@@ -499,7 +496,7 @@ int manager_start(Manager *m, char **reterr_msg)
 	if (r < 0)
 		return errmsg_set(reterr_msg, r, "partition discovery failed: %s", strerror(-r));
 
-	bulk_loading = true;
+	m->bulk_loading = true;
 	for (size_t i = 0; i < pool_size(m->pool); i++) {
 		Partition *part = pool_get(m->pool, i);
 		if (part->present)

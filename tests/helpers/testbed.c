@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "helpers/loopxfs.h"
 #include "probe.h"
 #include "testbed.h"
 
@@ -22,20 +23,7 @@ extern char **environ;
 
 int run_cmd(const char *const *argv)
 {
-	posix_spawn_file_actions_t fa;
-	pid_t pid;
-	int st, r;
-
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-	r = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	if (r != 0)
-		return -r;
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -errno;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return loopxfs_spawn(argv, NULL, 0);
 }
 
 void testbed_require_root(void)
@@ -54,21 +42,12 @@ static const char *daemon_binary(void)
 
 static int losetup_show(const char *image, bool direct, char *dev, size_t len)
 {
-	char cmd[700];
-	FILE *f;
-	int ok;
-
 	/* util-linux's losetup by path: a busybox one first in PATH (the qemu guest) lacks --show. */
-	snprintf(cmd, sizeof(cmd), "%s --find --show %s %s 2>/dev/null",
-		 access("/usr/sbin/losetup", X_OK) == 0 ? "/usr/sbin/losetup" : "losetup",
-		 direct ? "--direct-io=on" : "", image);
-	f = popen(cmd, "r");
-	if (!f)
-		return -errno;
-	ok = fgets(dev, (int)len, f) != NULL;
-	if (pclose(f) != 0 || !ok)
+	const char *losetup = access("/usr/sbin/losetup", X_OK) == 0 ? "/usr/sbin/losetup" : "losetup";
+	const char *argv[] = { losetup, "--find", "--show", direct ? "--direct-io=on" : "--direct-io=off", image, NULL };
+
+	if (loopxfs_spawn(argv, dev, len) != 0 || dev[0] == '\0')
 		return -EIO;
-	dev[strcspn(dev, "\n")] = '\0';
 	return 0;
 }
 
@@ -302,7 +281,6 @@ int tb_call(Testbed *tb, const char *endpoint, ClientReply *ret, const char *fmt
 	va_list ap;
 	int r;
 
-	client_reply_done(ret);
 	snprintf(path, sizeof(path), "/VolumeDriver.%s", endpoint);
 	va_start(ap, fmt);
 	r = vasprintf(&body, fmt, ap);
