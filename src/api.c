@@ -5,6 +5,7 @@
 
 #include "api.h"
 #include "volume.h"
+#include "util/errmsg.h"
 #include "util/log.h"
 #include "util/macro.h"
 
@@ -284,8 +285,8 @@ static void dispatch(Manager *m, ApiRequest *req, ApiResponse *ret)
 	if (r < 0) {
 		if (req->endpoint != API_GET || r != -ENOENT)
 			log_warning("%s %s: %s", api_endpoint_to_path(req->endpoint), req->name ? req->name : "",
-				    err ? err : strerror(-r));
-		api_error_response(500, err ? err : strerror(-r), ret);
+				    err ? err : errno_str(r));
+		api_error_response(500, err ? err : errno_str(r), ret);
 		return;
 	}
 	reply(j, ret);

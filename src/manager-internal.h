@@ -1,65 +1,51 @@
 /* SPDX-License-Identifier: MIT */
-/* Shared between the manager's files (operations, start-up, status, self-test and quota glue). */
+/* The Manager's parts, shared by manager.c (operations), startup.c, status.c and selftest-policy.c. */
 #pragma once
 
-#include <limits.h>
 #include <pthread.h>
-#include <sys/sysmacros.h>
 
+#include "bind.h"
 #include "config.h"
 #include "manager.h"
-#include "mount.h"
 #include "pool.h"
+#include "registry.h"
+#include "store.h"
+#include "trash.h"
 #include "volume.h"
-#include "util/errmsg.h"
 
 DEFINE_CLEANUP_FUNC(Volume *, volume_unref)
 
 struct Manager {
 	const Config *cfg;
 	Pool *pool;
-	int state_fd;  /* NVMEVOL_STATE_DIR */
-	int index_fd;  /* <state>/index: one small file per volume, outlives any partition */
-	int mounts_fd; /* <state>/mounts: per-ID mount counts of each mounted volume (host state, never on a full disk) */
-	int lock_fd;   /* <state>/lock, flock'ed: one instance per state directory */
-	int prop_fd;   /* PropagatedMount: one bind per mounted volume */
+	Registry *reg;
+	Store *store;
+	Binds *binds;
+	Trash *trash;
 
-	pthread_rwlock_t reg_lock;
-	Volume **vols; /* sorted by name */
-	size_t n_vols, cap;
-	bool bulk_loading; /* start-up: append, sort once at the end (a sorted insert each is O(n²)) */
-
-	pthread_mutex_t create_lock; /* serialises Create and Remove */
+	pthread_mutex_t create_lock; /* serialises Create, Remove and the admin operations that add or drop volumes */
+	pthread_mutex_t rescan_lock; /* one rescan at a time, together with loading what it attached */
+	bool starting;               /* start-up: loading in bulk, single-threaded */
 };
 
+/* startup.c: loads the volumes of partitions that a rescan attached while running. */
+void manager_load_attached(Manager *m, Partition **parts, size_t n);
 
-Volume *reg_find_locked(Manager *m, const char *name);
-int reg_insert_locked(Manager *m, Volume *v);
-void reg_remove_locked(Manager *m, Volume *v);
-/* A new reference to the volume called @name, or NULL. */
-Volume *lookup(Manager *m, const char *name);
+/*
+ * manager.c: runs @fn on volume @name with its op_lock held (and create_lock
+ * first if @exclusive: for what drops or replaces volumes). -ENOENT and
+ * "no such volume" if there is none. Admin operations are built on it.
+ */
+typedef int (*ManagerVolumeFn)(Manager *m, Volume *v, void *userdata, char **reterr_msg);
+int manager_run_on_volume(Manager *m, const char *name, bool exclusive, ManagerVolumeFn fn, void *userdata,
+			  char **reterr_msg);
 
-int save_record(Manager *m, Volume *v);
-int save_index(Manager *m, Volume *v);
-/* Persists @v's mount counts: <state>/mounts/<name>.json while any, no file at zero. */
-int save_mounts(Manager *m, Volume *v);
+/* manager.c: reads the record of an index-only volume whose partition is back (caller holds op_lock). */
+int manager_refresh_index_only(Manager *m, Volume *v, PartitionFs *fs);
 
-void mountpoint_of(Manager *m, const char *name, char *buf, size_t len);
-/* @e is the bind nvmevol makes for @v: its partition, its directory, noatime,nodiratime. */
-bool bind_entry_matches(const MountEntry *e, const Volume *v);
-int verify_bind(Manager *m, Volume *v, char **ret_options, char **reterr_why);
+/* status.c: the Volume object of Get, Status included. */
+json_t *manager_volume_json(Manager *m, Volume *v);
 
-/* manager-status.c: the Volume object of Get (Status included) or of List. */
-json_t *volume_to_api_json(Manager *m, Volume *v, bool with_status);
-
-/* manager-selftest.c: runs (or reuses) the partition's self-test before the first mount. */
-int selftest_before_mount(Manager *m, Volume *v, char **reterr_msg);
-void selftest_clean_partition(Partition *part);
-
-/* manager-quota.c: project quota glue for size= and inodes=. */
-int quota_check_create(Manager *m, Partition *part, const VolumeOptions *o, char **reterr_msg);
-int quota_apply_create(Manager *m, Volume *v, int dirfd, char **reterr_msg);
-void quota_release(Manager *m, Volume *v);
-void quota_release_id(Manager *m, Partition *part, uint32_t projid);
-json_t *quota_status(Manager *m, Volume *v);
-int quota_repair(Manager *m, Volume *v);
+/* selftest-policy.c: runs (or reuses) the partition's self-test before the first mount and applies the policy. */
+int selftest_policy_before_mount(Manager *m, Volume *v, PartitionFs *fs, char **reterr_msg);
+void selftest_policy_clean_scratch(PartitionFs *fs, const char *partition_uuid);

@@ -1,25 +1,24 @@
 /* SPDX-License-Identifier: MIT */
-#include <dirent.h>
+/* The operations of the plugin API (and the admin ones) over registry, store, pool, binds and trash. */
 #include <fcntl.h>
-#include <stdarg.h>
+#include <linux/limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 
-#include "manager.h"
+#include "limits.h"
 #include "manager-internal.h"
-#include "mount.h"
-#include "pool.h"
 #include "util/errmsg.h"
 #include "util/fs-util.h"
 #include "util/log.h"
 #include "util/macro.h"
 
 #define RESCAN_INTERVAL_MS 1000
+/* Docker asks every driver's Get for a name it does not know: keep those rescans rare. */
+#define GET_MISS_RESCAN_INTERVAL_MS 5000
 
 int manager_new(const Config *cfg, Manager **ret)
 {
@@ -29,10 +28,13 @@ int manager_new(const Config *cfg, Manager **ret)
 	if (!m)
 		return -ENOMEM;
 	m->cfg = cfg;
-	m->state_fd = m->index_fd = m->mounts_fd = m->lock_fd = m->prop_fd = -EBADF;
-	pthread_rwlock_init(&m->reg_lock, NULL);
 	pthread_mutex_init(&m->create_lock, NULL);
+	pthread_mutex_init(&m->rescan_lock, NULL);
 	r = pool_new(cfg, &m->pool);
+	if (r == 0)
+		r = registry_new(&m->reg);
+	if (r == 0)
+		r = trash_new(&m->trash);
 	if (r < 0) {
 		manager_free(m);
 		return r;
@@ -45,292 +47,171 @@ Manager *manager_free(Manager *m)
 {
 	if (!m)
 		return NULL;
-	for (size_t i = 0; i < m->n_vols; i++)
-		volume_unref(m->vols[i]);
-	free(m->vols);
+	/* The trash worker first: it holds partition references until it is joined. */
+	trash_free(m->trash);
+	registry_free(m->reg);
+	binds_free(m->binds);
+	store_free(m->store);
 	pool_free(m->pool);
-	if (m->state_fd >= 0)
-		close(m->state_fd);
-	if (m->index_fd >= 0)
-		close(m->index_fd);
-	if (m->mounts_fd >= 0)
-		close(m->mounts_fd);
-	if (m->lock_fd >= 0)
-		close(m->lock_fd);
-	if (m->prop_fd >= 0)
-		close(m->prop_fd);
-	pthread_rwlock_destroy(&m->reg_lock);
 	pthread_mutex_destroy(&m->create_lock);
+	pthread_mutex_destroy(&m->rescan_lock);
 	free(m);
 	return NULL;
 }
 
-/* ---- registry: a sorted array, binary search by name ---- */
-
-static size_t reg_lower_bound(Manager *m, const char *name)
-{
-	size_t lo = 0, hi = m->n_vols;
-
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (strcmp(m->vols[mid]->name, name) < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-Volume *reg_find_locked(Manager *m, const char *name)
-{
-	size_t i = reg_lower_bound(m, name);
-	return i < m->n_vols && streq(m->vols[i]->name, name) ? m->vols[i] : NULL;
-}
-
-int reg_insert_locked(Manager *m, Volume *v)
-{
-	size_t i = reg_lower_bound(m, v->name);
-
-	if (i < m->n_vols && streq(m->vols[i]->name, v->name))
-		return -EEXIST;
-	if (m->n_vols == m->cap) {
-		size_t cap = m->cap ? m->cap * 2 : 64;
-		Volume **nv = realloc(m->vols, cap * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		m->vols = nv;
-		m->cap = cap;
-	}
-	memmove(&m->vols[i + 1], &m->vols[i], (m->n_vols - i) * sizeof(*m->vols));
-	m->vols[i] = volume_ref(v);
-	m->n_vols++;
-	return 0;
-}
-
-void reg_remove_locked(Manager *m, Volume *v)
-{
-	size_t i = reg_lower_bound(m, v->name);
-
-	if (i < m->n_vols && m->vols[i] == v) {
-		memmove(&m->vols[i], &m->vols[i + 1], (m->n_vols - i - 1) * sizeof(*m->vols));
-		m->n_vols--;
-		volume_unref(v);
-	}
-}
-
-Volume *lookup(Manager *m, const char *name)
-{
-	Volume *v;
-
-	pthread_rwlock_rdlock(&m->reg_lock);
-	v = reg_find_locked(m, name);
-	if (v)
-		volume_ref(v);
-	pthread_rwlock_unlock(&m->reg_lock);
-	return v;
-}
-
 size_t manager_count(Manager *m)
 {
-	size_t n;
-
-	pthread_rwlock_rdlock(&m->reg_lock);
-	n = m->n_vols;
-	pthread_rwlock_unlock(&m->reg_lock);
-	return n;
+	return registry_count(m->reg);
 }
 
-/* ---- persistence ---- */
-
-static void record_filename(const char *name, char *buf, size_t len)
+/* Rescans the pool unless a scan ran within @interval_ms, and loads the volumes of what it attached. */
+static void rescan(Manager *m, unsigned interval_ms)
 {
-	snprintf(buf, len, "%s.json", name);
-}
+	_cleanup_free_ Partition **attached = NULL;
+	size_t n = 0;
 
-int save_record(Manager *m, Volume *v)
-{
-	_cleanup_free_ char *s = NULL;
-	char fn[VOLUME_NAME_MAX + 8];
-
-	if (!v->part || v->part->meta_fd < 0)
-		return -ENODEV;
-	pthread_rwlock_rdlock(&m->reg_lock);
-	s = volume_record_dump(v, false);
-	pthread_rwlock_unlock(&m->reg_lock);
-	if (!s)
-		return -ENOMEM;
-	record_filename(v->name, fn, sizeof(fn));
-	return write_file_atomic_at(v->part->meta_fd, fn, s, strlen(s), 0600);
-}
-
-int save_mounts(Manager *m, Volume *v)
-{
-	_cleanup_free_ char *s = NULL;
-	char fn[VOLUME_NAME_MAX + 8];
-	unsigned total;
-
-	record_filename(v->name, fn, sizeof(fn));
-	pthread_rwlock_rdlock(&m->reg_lock);
-	total = volume_mount_total(v);
-	s = total > 0 ? volume_record_dump(v, true) : NULL;
-	pthread_rwlock_unlock(&m->reg_lock);
-	if (total == 0)
-		return unlink_durable_at(m->mounts_fd, fn);
-	if (!s)
-		return -ENOMEM;
-	/*
-	 * Counts live in the host's state directory, not on the partition: a Mount
-	 * must still work when the volume's own partition is full.
-	 */
-	return write_file_atomic_at(m->mounts_fd, fn, s, strlen(s), 0600);
-}
-
-int save_index(Manager *m, Volume *v)
-{
-	_cleanup_free_ char *s = NULL;
-	char fn[VOLUME_NAME_MAX + 8];
-	VolumeState saved;
-
-	pthread_rwlock_rdlock(&m->reg_lock);
-	/* The index only says "this volume exists, on that partition". */
-	saved = v->state;
-	v->state = VOLUME_READY;
-	s = volume_record_dump(v, false);
-	v->state = saved;
-	pthread_rwlock_unlock(&m->reg_lock);
-	if (!s)
-		return -ENOMEM;
-	record_filename(v->name, fn, sizeof(fn));
-	return write_file_atomic_at(m->index_fd, fn, s, strlen(s), 0600);
-}
-
-static int delete_record(Partition *part, const char *name)
-{
-	char fn[VOLUME_NAME_MAX + 8];
-
-	record_filename(name, fn, sizeof(fn));
-	return unlink_durable_at(part->meta_fd, fn);
-}
-
-static int delete_index(Manager *m, const char *name)
-{
-	char fn[VOLUME_NAME_MAX + 8];
-
-	record_filename(name, fn, sizeof(fn));
-	return unlink_durable_at(m->index_fd, fn);
+	pthread_mutex_lock(&m->rescan_lock);
+	if (pool_scan_is_stale(m->pool, interval_ms) && pool_scan(m->pool, &attached, &n) == 0 && n > 0)
+		manager_load_attached(m, attached, n);
+	pthread_mutex_unlock(&m->rescan_lock);
 }
 
 /* ---- create ---- */
 
 static Partition *choose_partition(Manager *m, const VolumeOptions *o, char **reterr_msg)
 {
-	Partition *part;
+	_cleanup_free_ char *avail = NULL;
+	Partition *part, *known;
+	PartitionInfo info;
 
 	for (int attempt = 0; attempt < 2; attempt++) {
-		part = o->partition[0] ? pool_find_ref(m->pool, o->partition) : pool_pick_most_free(m->pool);
+		part = o->partition[0] ? pool_find_ref(m->pool, o->partition, true) : pool_pick_most_free(m->pool);
 		/* A partition shut down by an I/O error is still "present" until someone looks. */
 		if (part && partition_verify_recent(m->pool, part, 1000))
 			return part;
 		/* The host may have added a partition since the last scan. */
-		(void)pool_rescan_if_stale(m->pool, RESCAN_INTERVAL_MS);
+		rescan(m, RESCAN_INTERVAL_MS);
 	}
-	if (o->partition[0]) {
-		_cleanup_free_ char *avail = pool_describe(m->pool);
-		Partition *known = pool_find_ref_any(m->pool, o->partition);
-
-		if (known)
-			errmsg_set(reterr_msg, -ENODEV, "partition '%s' (UUID %s) is not available: %s; available: %s",
-				   o->partition, known->uuid, known->problem ? known->problem : "not detected",
-				   avail ? avail : "?");
-		else
-			errmsg_set(reterr_msg, -ENODEV, "no nvmevol partition has the label or UUID '%s'; available: %s",
-				   o->partition, avail ? avail : "?");
-	} else
+	avail = pool_describe(m->pool);
+	if (!o->partition[0]) {
 		errmsg_set(reterr_msg, -ENODEV,
-			"no nvmevol partition is available: format one with 'mkfs.xfs -L %sNAME DEVICE' "
-			"(labels starting with '%s' are used) or list devices in NVMEVOL_DEVICES",
-			m->cfg->label_prefix[0] ? m->cfg->label_prefix : "nvmevol-",
-			m->cfg->label_prefix);
+			   "no nvmevol partition is available for new volumes (found: %s): format one with "
+			   "'mkfs.xfs -L %sNAME DEVICE' (labels starting with '%s' are used) or list devices in NVMEVOL_DEVICES",
+			   avail ? avail : "?", m->cfg->label_prefix[0] ? m->cfg->label_prefix : "nvmevol-",
+			   m->cfg->label_prefix);
+		return NULL;
+	}
+	known = pool_find_ref(m->pool, o->partition, false);
+	if (!known) {
+		errmsg_set(reterr_msg, -ENODEV, "no nvmevol partition has the label or UUID '%s'; available: %s",
+			   o->partition, avail ? avail : "?");
+		return NULL;
+	}
+	partition_snapshot(m->pool, known, &info);
+	errmsg_set(reterr_msg, -ENODEV, "partition '%s' (UUID %s) is not available: %s; available: %s", o->partition,
+		   info.uuid, info.problem[0] ? info.problem : "not detected", avail ? avail : "?");
 	return NULL;
 }
 
-static int rollback_create(Manager *m, Volume *v, bool made_dir)
+/* What Create answers for a name that exists: success only if the options are the same. */
+static int create_existing(Volume *existing, const VolumeOptions *opts, char **reterr_msg)
 {
-	if (made_dir)
-		(void)rm_rf_at(v->part->volumes_fd, v->name);
-	(void)fsync(v->part->volumes_fd);
-	(void)delete_index(m, v->name);
-	return delete_record(v->part, v->name);
+	_cleanup_free_ char *diff = NULL;
+
+	if (existing->corrupt)
+		return errmsg_set(reterr_msg, -EUCLEAN, "volume %s exists but its record is unreadable (%s)",
+				  existing->name, existing->corrupt);
+	if (existing->index_only)
+		return errmsg_set(reterr_msg, -EEXIST,
+				  "volume %s exists on partition UUID %s, which is not available; attach that disk, "
+				  "or forget the volume with 'nvmevol volume forget %s'",
+				  existing->name, existing->partition_uuid, existing->name);
+	diff = volume_options_diff(&existing->opts, opts);
+	if (diff)
+		return errmsg_set(reterr_msg, -EEXIST, "volume %s already exists with different options: %s",
+				  existing->name, diff);
+	return 0;
 }
 
-static int make_volume_dir(Manager *m, Volume *v, char **reterr_msg)
+/* Creates the served directory, owned and moded as asked, with its limits. *made is set once it exists. */
+static int make_volume_dir(Manager *m, Volume *v, PartitionFs *fs, const char *pname, bool *made, char **reterr_msg)
 {
 	_cleanup_close_ int fd = -EBADF;
 	struct stat st;
 	int r;
 
-	r = mkdirat(v->part->volumes_fd, v->name, 0700);
-	if (r < 0)
-		return errmsg_set(reterr_msg, negative_errno(),
-			       "cannot create the volume directory on partition %s: %s%s", v->part->label,
-			       strerror(errno),
-			       errno == EEXIST ? " (a leftover directory with that name exists; see the quarantine)" : "");
-	fd = openat(v->part->volumes_fd, v->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0 || st.st_dev != v->part->dev)
+	if (mkdirat(fs->volumes_fd, v->name, 0700) < 0) {
+		if (errno == EEXIST)
+			return errmsg_set(reterr_msg, -EEXIST,
+					  "partition %s holds a directory volumes/%s without a volume record (a leftover, "
+					  "or data copied there by hand): nvmevol leaves it alone; move it away, or restart the "
+					  "plugin to have it moved to nvmevol/quarantine",
+					  pname, v->name);
+		return errmsg_set(reterr_msg, negative_errno(), "cannot create the volume directory on partition %s: %s",
+				  pname, errno_str(errno));
+	}
+	*made = true;
+	fd = openat(fs->volumes_fd, v->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_dev != fs->dev)
 		return errmsg_set(reterr_msg, fd < 0 ? negative_errno() : -EXDEV,
-			       "the new volume directory changed under nvmevol");
+				  "the new volume directory changed under nvmevol");
 	if (fchown(fd, v->opts.has_uid ? v->opts.uid : 0, v->opts.has_gid ? v->opts.gid : 0) < 0 ||
 	    fchmod(fd, v->opts.has_mode ? v->opts.mode : 0755) < 0)
 		return errmsg_set(reterr_msg, negative_errno(), "cannot set owner or mode of the volume directory: %s",
-			       strerror(errno));
-	r = quota_apply_create(m, v, fd, reterr_msg);
+				  errno_str(errno));
+	r = limits_apply_new(m->reg, fs, v, fd, reterr_msg);
 	if (r < 0)
 		return r;
-	if (fsync(fd) < 0 || fsync(v->part->volumes_fd) < 0)
-		return errmsg_set(reterr_msg, negative_errno(), "cannot sync the volume directory: %s", strerror(errno));
+	if (fsync(fd) < 0 || fsync(fs->volumes_fd) < 0)
+		return errmsg_set(reterr_msg, negative_errno(), "cannot sync the volume directory: %s",
+				  errno_str(errno));
 	return 0;
 }
 
-int manager_create(Manager *m, const char *name, const VolumeOptions *opts, char **reterr_msg)
+static int create_locked(Manager *m, const char *name, const VolumeOptions *opts, char **reterr_msg)
 {
-	_cleanup_(volume_unrefp) Volume *existing = NULL;
-	_cleanup_(volume_unrefp) Volume *v = NULL;
+	_cleanup_(volume_unrefp) Volume *existing = NULL, *v = NULL;
+	bool made_index = false, made_dir = false, made_record = false;
+	char pname[PARTITION_NAME_MAX];
+	PartitionFs *fs = NULL;
+	PartitionInfo info;
 	Partition *part;
-	bool made_dir = false;
 	int r;
 
-	if (!volume_name_is_valid(name))
-		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
-
-	pthread_mutex_lock(&m->create_lock);
-	existing = lookup(m, name);
-	if (existing) {
-		_cleanup_free_ char *diff = NULL;
-
-		if (existing->corrupt)
-			r = errmsg_set(reterr_msg, -EUCLEAN, "volume %s exists but its record is unreadable (%s)", name,
-				    existing->corrupt);
-		else if (existing->state != VOLUME_READY)
-			r = errmsg_set(reterr_msg, -EBUSY, "volume %s is being %s; try again", name,
-				    volume_state_to_string(existing->state));
-		else if ((diff = volume_options_diff(&existing->opts, opts)))
-			r = errmsg_set(reterr_msg, -EEXIST, "volume %s already exists with different options: %s", name,
-				    diff);
-		else
-			r = 0;
-		goto out;
-	}
-	if (manager_count(m) >= m->cfg->max_volumes) {
-		r = errmsg_set(reterr_msg, -EDQUOT, "the limit of %llu volumes is reached (NVMEVOL_MAX_VOLUMES)",
-			    (unsigned long long)m->cfg->max_volumes);
-		goto out;
-	}
+	existing = registry_lookup(m->reg, name);
+	if (existing)
+		return create_existing(existing, opts, reterr_msg);
+	if (registry_count(m->reg) >= m->cfg->max_volumes)
+		return errmsg_set(reterr_msg, -EDQUOT, "the limit of %llu volumes is reached (NVMEVOL_MAX_VOLUMES)",
+				  (unsigned long long)m->cfg->max_volumes);
 	part = choose_partition(m, opts, reterr_msg);
-	if (!part) {
-		r = -ENODEV;
+	if (!part)
+		return -ENODEV;
+	/* A rescan in choose_partition() may have loaded a partition that has this name. */
+	existing = registry_lookup(m->reg, name);
+	if (existing)
+		return create_existing(existing, opts, reterr_msg);
+
+	fs = partition_fs_get(m->pool, part);
+	partition_snapshot(m->pool, part, &info);
+	partition_display_name(&info, pname, sizeof(pname));
+	if (!fs)
+		return errmsg_set(reterr_msg, -ENODEV, "partition %s went away: %s", pname, info.problem);
+	if (!info.adopted || fs->read_only) {
+		r = errmsg_set(reterr_msg, -EROFS,
+			       "partition %s (UUID %s) appeared after the plugin started and is read-only until it is "
+			       "adopted: run 'nvmevol partition adopt %s' (or restart the plugin) to let it receive new volumes",
+			       pname, info.uuid, info.uuid);
 		goto out;
 	}
-	r = quota_check_create(m, part, opts, reterr_msg);
+	if (store_has_record(fs, name)) {
+		/* Never overwrite (or, on rollback, delete) a record this create did not write. */
+		r = errmsg_set(reterr_msg, -EEXIST,
+			       "partition %s already has a record for a volume %s that nvmevol has not loaded; restart the "
+			       "plugin to load it", pname, name);
+		goto out;
+	}
+	r = limits_check_create(fs, pname, opts, reterr_msg);
 	if (r < 0)
 		goto out;
 
@@ -339,442 +220,447 @@ int manager_create(Manager *m, const char *name, const VolumeOptions *opts, char
 		r = errmsg_set(reterr_msg, -ENOMEM, "out of memory");
 		goto out;
 	}
-	v->state = VOLUME_CREATING;
+	v->state = VOLUME_READY;
 	v->opts = *opts;
 	v->part = part;
-	snprintf(v->partition_uuid, sizeof(v->partition_uuid), "%s", part->uuid);
-	snprintf(v->partition_label, sizeof(v->partition_label), "%s", part->label);
+	snprintf(v->partition_uuid, sizeof(v->partition_uuid), "%s", info.uuid);
+	snprintf(v->partition_label, sizeof(v->partition_label), "%s", info.label);
 	v->created_at = (int64_t)time(NULL);
 
 	/*
 	 * Order: index entry, directory, record. The record on the partition is the
-	 * commit point: a crash before it leaves an index entry whose partition has
-	 * no record (dropped at start) and an empty directory without a record
-	 * (removed at start); neither is ever visible.
+	 * commit point. A crash before it leaves an index entry whose partition has
+	 * no record (dropped at start) and maybe a directory without a record that
+	 * the index entry accounts for (moved to the trash at start): never visible.
 	 */
-	r = save_index(m, v);
+	made_index = true; /* even a failed atomic write may have renamed the file into place */
+	r = store_save_index(m->store, v);
 	if (r < 0) {
-		errmsg_set(reterr_msg, r, "cannot write the volume index in %s: %s", m->cfg->state_dir, strerror(-r));
+		errmsg_set(reterr_msg, r, "cannot write the volume index in %s: %s", store_path(m->store), errno_str(r));
 		goto rollback;
 	}
-	r = make_volume_dir(m, v, reterr_msg);
-	made_dir = r != -EEXIST;
+	r = make_volume_dir(m, v, fs, pname, &made_dir, reterr_msg);
 	if (r < 0)
 		goto rollback;
-	v->state = VOLUME_READY;
-	r = save_record(m, v);
+	made_record = true;
+	r = store_save_record(fs, v);
 	if (r < 0) {
-		errmsg_set(reterr_msg, r, "cannot commit the volume record on partition %s: %s", part->label,
-			strerror(-r));
+		errmsg_set(reterr_msg, r, "cannot commit the volume record on partition %s: %s", pname, errno_str(r));
 		goto rollback;
 	}
-	pthread_rwlock_wrlock(&m->reg_lock);
-	r = reg_insert_locked(m, v);
-	pthread_rwlock_unlock(&m->reg_lock);
+	registry_write_lock(m->reg);
+	r = registry_insert_locked(m->reg, v);
+	registry_unlock(m->reg);
 	if (r < 0) {
-		errmsg_set(reterr_msg, r, "cannot register the volume: %s", strerror(-r));
+		errmsg_set(reterr_msg, r, "cannot register the volume: %s", errno_str(r));
 		goto rollback;
 	}
-	log_info("volume %s: created on partition %s (UUID %s)", name, part->label, part->uuid);
+	log_info("volume %s: created on partition %s (UUID %s)", name, pname, info.uuid);
 	r = 0;
 	goto out;
 
 rollback:
-	quota_release(m, v);
-	(void)rollback_create(m, v, made_dir);
+	/* Undo exactly what this create did, newest first. */
+	if (made_record)
+		(void)store_delete_record(fs, name);
+	if (made_dir) {
+		(void)rm_rf_at(fs->volumes_fd, name);
+		(void)fsync(fs->volumes_fd);
+	}
+	limits_release(fs, v ? v->projid : 0);
+	if (made_index)
+		(void)store_delete_index(m->store, name);
 	log_warning("volume %s: create failed and was rolled back: %s", name,
-		    reterr_msg && *reterr_msg ? *reterr_msg : strerror(-r));
+		    reterr_msg && *reterr_msg ? *reterr_msg : errno_str(r));
 out:
-	pthread_mutex_unlock(&m->create_lock);
+	partition_fs_put(fs);
 	return r;
 }
 
-/* ---- remove ---- */
-
-typedef struct TrashJob {
-	Manager *m;
-	Partition *part;
-	char name[VOLUME_NAME_MAX + 48];
-	uint32_t projid;
-} TrashJob;
-
-static void *trash_worker(void *arg)
+int manager_create(Manager *m, const char *name, const VolumeOptions *opts, char **reterr_msg)
 {
-	TrashJob *job = arg;
-	int r = rm_rf_at(job->part->trash_fd, job->name);
-
-	if (r < 0)
-		log_warning("trash %s on partition %s: delete failed, will retry at next start: %s", job->name,
-			    job->part->label, strerror(-r));
-	else
-		quota_release_id(job->m, job->part, job->projid);
-	(void)fsync(job->part->trash_fd);
-	free(job);
-	return NULL;
-}
-
-static void delete_trash_async(Manager *m, Partition *part, const char *trash_name, uint32_t projid)
-{
-	TrashJob *job = calloc(1, sizeof(*job));
-	pthread_attr_t attr;
-	pthread_t t;
-
-	if (!job)
-		return;
-	job->m = m;
-	job->part = part;
-	job->projid = projid;
-	snprintf(job->name, sizeof(job->name), "%s", trash_name);
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	if (pthread_create(&t, &attr, trash_worker, job) != 0)
-		trash_worker(job);
-	pthread_attr_destroy(&attr);
-}
-
-int manager_remove(Manager *m, const char *name, char **reterr_msg)
-{
-	_cleanup_(volume_unrefp) Volume *v = NULL;
-	char trash_name[VOLUME_NAME_MAX + 48];
-	uint64_t rnd = 0;
 	int r;
 
 	if (!volume_name_is_valid(name))
 		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
-
 	pthread_mutex_lock(&m->create_lock);
-	v = lookup(m, name);
-	if (!v) {
-		pthread_mutex_unlock(&m->create_lock);
-		log_info("volume %s: remove of an unknown volume, nothing to do", name);
-		return 0;
+	r = create_locked(m, name, opts, reterr_msg);
+	pthread_mutex_unlock(&m->create_lock);
+	return r;
+}
+
+/* ---- index-only volumes: known from this host's index while their partition was missing ---- */
+
+/* Drops @v from the registry; a shadowed record of the same name, if any, is served instead. */
+static void unregister(Manager *m, Volume *v)
+{
+	Volume *shadow;
+
+	registry_write_lock(m->reg);
+	v->removed = true;
+	registry_remove_locked(m->reg, v);
+	shadow = registry_take_shadow_locked(m->reg, v->name);
+	if (shadow && registry_insert_locked(m->reg, shadow) < 0)
+		shadow = volume_unref(shadow);
+	registry_unlock(m->reg);
+	if (shadow) {
+		log_warning("volume %s: now served from partition UUID %s (the copy that was shadowed)", shadow->name,
+			    shadow->partition_uuid);
+		(void)store_save_index(m->store, shadow);
+		volume_unref(shadow);
 	}
-	pthread_mutex_lock(&v->op_lock);
-	if (v->removed) {
+}
+
+/*
+ * @v's partition is present again: read its record (the caller holds op_lock).
+ * -ENOENT if the partition has none: the volume is gone (dropped here).
+ */
+int manager_refresh_index_only(Manager *m, Volume *v, PartitionFs *fs)
+{
+	_cleanup_free_ char *buf = NULL, *err = NULL;
+	_cleanup_(volume_unrefp) Volume *rec = NULL;
+	size_t len = 0;
+	int r;
+
+	r = store_read_record(fs, v->name, &buf, &len);
+	if (r == -ENOENT) {
+		log_warning("volume %s: its partition UUID %s is back but holds no record of it; forgetting it",
+			    v->name, v->partition_uuid);
+		if (!fs->read_only)
+			(void)store_delete_index(m->store, v->name);
+		unregister(m, v);
+		return -ENOENT;
+	}
+	if (r == 0)
+		r = volume_record_parse(buf, len, &rec, &err);
+	registry_write_lock(m->reg);
+	if (r < 0) {
+		free(v->corrupt);
+		v->corrupt = strdup(err ? err : errno_str(r));
+	} else {
+		v->opts = rec->opts;
+		v->created_at = rec->created_at;
+		v->projid = rec->projid;
+		memcpy(v->partition_label, rec->partition_label, sizeof(v->partition_label));
+	}
+	v->index_only = false;
+	registry_unlock(m->reg);
+	log_info("volume %s: its partition UUID %s is back", v->name, v->partition_uuid);
+	return 0;
+}
+
+/* ---- remove ---- */
+
+static int remove_locked(Manager *m, Volume *v, char **reterr_msg)
+{
+	_cleanup_free_ char *record = NULL;
+	char trash_name[VOLUME_NAME_MAX + 24], pname[PARTITION_NAME_MAX];
+	size_t record_len = 0;
+	uint64_t rnd = 0;
+	bool moved = true;
+	PartitionFs *fs;
+	PartitionInfo info;
+	int r;
+
+	if (v->removed)
+		return 0;
+	if (volume_mount_total(v) > 0)
+		return errmsg_set(reterr_msg, -EBUSY,
+				  "volume %s is in use (mounted %u time(s)); stop the containers that use it first", v->name,
+				  volume_mount_total(v));
+	fs = partition_fs_get(m->pool, v->part);
+	partition_snapshot(m->pool, v->part, &info);
+	partition_display_name(&info, pname, sizeof(pname));
+	if (!fs)
+		return errmsg_set(reterr_msg, -ENODEV,
+				  "volume %s is on partition %s (UUID %s), which is not available (%s); reattach it to "
+				  "remove the volume's data, or run 'nvmevol volume forget %s' to forget the volume",
+				  v->name, pname, info.uuid, info.problem, v->name);
+	if (fs->read_only) {
+		r = errmsg_set(reterr_msg, -EROFS,
+			       "volume %s is on partition %s, which is read-only until adopted ('nvmevol partition adopt %s')",
+			       v->name, pname, info.uuid);
+		goto out;
+	}
+	if (v->index_only && manager_refresh_index_only(m, v, fs) == -ENOENT) {
 		r = 0;
 		goto out;
 	}
-	if (volume_mount_total(v) > 0) {
-		r = errmsg_set(reterr_msg, -EBUSY,
-			    "volume %s is in use (mounted %u time(s)); stop the containers that use it first", name,
-			    volume_mount_total(v));
+
+	/*
+	 * Order: record, directory, index entry. Deleting the record is the commit
+	 * point: until then a failure changes nothing, after it the directory is
+	 * unreachable. A crash after it leaves a directory that the index entry
+	 * accounts for (moved to the trash at start). Keep the record's bytes to
+	 * put them back if the next step fails.
+	 */
+	r = store_read_record(fs, v->name, &record, &record_len);
+	if (r < 0 && r != -ENOENT) {
+		r = errmsg_set(reterr_msg, r, "cannot read the record of volume %s on partition %s: %s", v->name, pname,
+			       errno_str(r));
 		goto out;
 	}
-	if (!v->part || !v->part->present) {
-		r = errmsg_set(reterr_msg, -ENODEV,
-			    "volume %s is on partition %s (UUID %s), which is not available; reattach it to remove "
-			    "the volume's data, or delete %s/index/%s.json to forget the volume",
-			    name, v->partition_label, v->partition_uuid, m->cfg->state_dir, name);
+	r = store_delete_record(fs, v->name);
+	if (r < 0) {
+		if (record && !store_has_record(fs, v->name))
+			(void)store_restore_record(fs, v->name, record, record_len);
+		r = errmsg_set(reterr_msg, r, "cannot delete the record of volume %s on partition %s: %s", v->name, pname,
+			       errno_str(r));
 		goto out;
-	}
-	if (!v->corrupt) {
-		pthread_rwlock_wrlock(&m->reg_lock);
-		v->state = VOLUME_REMOVING;
-		pthread_rwlock_unlock(&m->reg_lock);
-		r = save_record(m, v);
-		if (r < 0) {
-			pthread_rwlock_wrlock(&m->reg_lock);
-			v->state = VOLUME_READY;
-			pthread_rwlock_unlock(&m->reg_lock);
-			r = errmsg_set(reterr_msg, r, "cannot write the volume record on partition %s: %s",
-				    v->part->label, strerror(-r));
-			goto out;
-		}
 	}
 
 	/* Moving the directory to the trash is atomic; deleting its contents can take long. */
 	(void)getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK);
-	snprintf(trash_name, sizeof(trash_name), "%s.%016llx", name, (unsigned long long)rnd);
-	if (renameat(v->part->volumes_fd, name, v->part->trash_fd, trash_name) < 0 && errno != ENOENT) {
-		r = errmsg_set(reterr_msg, negative_errno(), "cannot remove the volume directory on partition %s: %s",
-			    v->part->label, strerror(errno));
-		goto out;
+	snprintf(trash_name, sizeof(trash_name), "%s.%016llx", v->name, (unsigned long long)rnd);
+	if (renameat(fs->volumes_fd, v->name, fs->trash_fd, trash_name) < 0) {
+		if (errno != ENOENT) {
+			r = negative_errno();
+			if (record)
+				(void)store_restore_record(fs, v->name, record, record_len);
+			r = errmsg_set(reterr_msg, r, "cannot move the directory of volume %s to the trash on partition %s: %s",
+				       v->name, pname, errno_str(r));
+			goto out;
+		}
+		moved = false;
 	}
-	if (fsync(v->part->trash_fd) < 0 || fsync(v->part->volumes_fd) < 0) {
-		r = errmsg_set(reterr_msg, negative_errno(), "cannot sync partition %s: %s", v->part->label,
-			    strerror(errno));
-		goto out;
-	}
-	r = delete_record(v->part, name);
-	if (r == 0)
-		r = delete_index(m, name);
-	if (r < 0) {
-		errmsg_set(reterr_msg, r, "cannot delete the volume record: %s", strerror(-r));
-		goto out;
-	}
-	(void)unlinkat(m->prop_fd, name, AT_REMOVEDIR);
-
-	pthread_rwlock_wrlock(&m->reg_lock);
-	v->removed = true;
-	reg_remove_locked(m, v);
-	pthread_rwlock_unlock(&m->reg_lock);
-
-	delete_trash_async(m, v->part, trash_name, v->projid);
-	log_info("volume %s: removed from partition %s", name, v->part->label);
+	if (fsync(fs->trash_fd) < 0 || fsync(fs->volumes_fd) < 0)
+		log_warning_errno(errno, "volume %s: cannot sync partition %s after the remove (finished at next start)",
+				  v->name, pname);
+	r = store_delete_index(m->store, v->name);
+	if (r < 0)
+		r = store_delete_index(m->store, v->name);
+	if (r < 0)
+		log_warning_errno(r, "volume %s: cannot delete its index entry (dropped at next start)", v->name);
+	bind_remove_mountpoint(m->binds, v->name);
+	unregister(m, v);
+	if (moved)
+		(void)trash_enqueue(m->trash, fs, info.uuid, trash_name);
+	log_info("volume %s: removed from partition %s", v->name, pname);
 	r = 0;
 out:
-	pthread_mutex_unlock(&v->op_lock);
-	pthread_mutex_unlock(&m->create_lock);
+	partition_fs_put(fs);
+	return r;
+}
+
+int manager_run_on_volume(Manager *m, const char *name, bool exclusive, ManagerVolumeFn fn, void *userdata,
+			  char **reterr_msg)
+{
+	_cleanup_(volume_unrefp) Volume *v = NULL;
+	int r;
+
+	if (!volume_name_is_valid(name))
+		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
+	if (exclusive)
+		pthread_mutex_lock(&m->create_lock);
+	v = registry_lookup(m->reg, name);
+	if (v) {
+		pthread_mutex_lock(&v->op_lock);
+		r = v->removed ? -ENOENT : fn(m, v, userdata, reterr_msg);
+		pthread_mutex_unlock(&v->op_lock);
+	} else
+		r = -ENOENT;
+	if (exclusive)
+		pthread_mutex_unlock(&m->create_lock);
+	if (r == -ENOENT && (!v || v->removed))
+		return errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", name);
+	return r;
+}
+
+static int remove_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
+{
+	return remove_locked(m, v, reterr_msg);
+}
+
+int manager_remove(Manager *m, const char *name, char **reterr_msg)
+{
+	_cleanup_free_ char *err = NULL;
+	int r = manager_run_on_volume(m, name, true, remove_fn, NULL, &err);
+
+	if (r == -ENOENT && err && strstr(err, "no such volume")) {
+		/* Docker may retry a Remove that timed out: an unknown name is already removed. */
+		log_info("volume %s: remove of an unknown volume, nothing to do", name);
+		return 0;
+	}
+	if (r < 0 && reterr_msg) {
+		free(*reterr_msg);
+		*reterr_msg = TAKE_PTR(err);
+	}
 	return r;
 }
 
 /* ---- mount and unmount ---- */
 
-void mountpoint_of(Manager *m, const char *name, char *buf, size_t len)
+static void set_mounted(Manager *m, Volume *v, char *options)
 {
-	snprintf(buf, len, "%s/%s", m->cfg->propagated_mount, name);
-}
-
-bool bind_entry_matches(const MountEntry *e, const Volume *v)
-{
-	char root[VOLUME_NAME_MAX + 32];
-
-	snprintf(root, sizeof(root), "/nvmevol/volumes/%s", v->name);
-	return v->part && v->part->present && e->dev == v->part->dev && streq(e->root, root) &&
-	       mount_options_contain(e->vfs_options, "noatime") && mount_options_contain(e->vfs_options, "nodiratime");
-}
-
-/* Checks that the kernel shows our bind of @v at its mountpoint, with the flags we set. */
-int verify_bind(Manager *m, Volume *v, char **ret_options, char **reterr_why)
-{
-	char target[PATH_MAX];
-	MountEntry e = { 0 };
-	int r;
-
-	mountpoint_of(m, v->name, target, sizeof(target));
-	r = mountinfo_find_target(target, &e);
-	if (r < 0) {
-		if (reterr_why)
-			*reterr_why = strdup(r == -ENOENT ? "not mounted" : strerror(-r));
-		return r;
-	}
-	if (!bind_entry_matches(&e, v))
-		r = -ENXIO;
-	if (r < 0) {
-		if (reterr_why && asprintf(reterr_why, "kernel shows %s mounted from %u:%u%s with '%s'", target,
-					   major(e.dev), minor(e.dev), e.root, e.vfs_options) < 0)
-			*reterr_why = NULL;
-	} else if (ret_options) {
-		*ret_options = TAKE_PTR(e.vfs_options);
-	}
-	mount_entry_done(&e);
-	return r;
-}
-
-static int bind_volume(Manager *m, Volume *v, char **reterr_msg)
-{
-	_cleanup_close_ int src = -EBADF, target = -EBADF;
-	_cleanup_free_ char *why = NULL, *opts = NULL;
-	char path[PATH_MAX];
-	struct stat st, pst;
-	int r;
-
-	mountpoint_of(m, v->name, path, sizeof(path));
-	r = mkdirat_exist_ok(m->prop_fd, v->name, 0755);
-	if (r == -ENOTDIR) {
-		/* Something else (a symlink?) sits where our mountpoint goes: PropagatedMount is ours. */
-		(void)unlinkat(m->prop_fd, v->name, 0);
-		r = mkdirat_exist_ok(m->prop_fd, v->name, 0755);
-	}
-	if (r < 0)
-		return errmsg_set(reterr_msg, r, "cannot create mountpoint %s: %s", path, strerror(-r));
-	target = openat(m->prop_fd, v->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (target < 0)
-		return errmsg_set(reterr_msg, negative_errno(), "cannot open mountpoint %s: %s", path, strerror(errno));
-	if (fstat(target, &st) < 0 || fstat(m->prop_fd, &pst) < 0)
-		return errmsg_set(reterr_msg, negative_errno(), "cannot stat %s", path);
-	if (st.st_dev != pst.st_dev) {
-		/* A stale mount from before a crash sits there: take it away and retry once. */
-		(void)close(TAKE_FD(target));
-		(void)unmount_path(path);
-		target = openat(m->prop_fd, v->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (target < 0 || fstat(target, &st) < 0 || st.st_dev != pst.st_dev)
-			return errmsg_set(reterr_msg, -EBUSY, "mountpoint %s is occupied by another mount", path);
-	}
-
-	src = openat(v->part->volumes_fd, v->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (src < 0)
-		return errmsg_set(reterr_msg, negative_errno(),
-			       "the directory of volume %s is missing or not a directory on partition %s: %s", v->name,
-			       v->part->label, strerror(errno));
-	if (fstat(src, &st) < 0 || st.st_dev != v->part->dev)
-		return errmsg_set(reterr_msg, -EXDEV, "the directory of volume %s is not on partition %s", v->name,
-			       v->part->label);
-
-	r = mount_bind_noatime(src, target);
-	if (r < 0) {
-		(void)unlinkat(m->prop_fd, v->name, AT_REMOVEDIR);
-		return errmsg_set(reterr_msg, r, "bind mount of volume %s failed: %s", v->name, strerror(-r));
-	}
-	r = verify_bind(m, v, &opts, &why);
-	if (r < 0) {
-		(void)unmount_path(path);
-		(void)unlinkat(m->prop_fd, v->name, AT_REMOVEDIR);
-		return errmsg_set(reterr_msg, r, "volume %s was not mounted as asked (%s); refusing to serve it", v->name,
-			       why ? why : strerror(-r));
-	}
-	pthread_rwlock_wrlock(&m->reg_lock);
+	registry_write_lock(m->reg);
 	free(v->bind_options);
-	v->bind_options = TAKE_PTR(opts);
-	v->mounted = true;
-	pthread_rwlock_unlock(&m->reg_lock);
-	return 0;
+	v->bind_options = options;
+	v->mounted = options != NULL;
+	registry_unlock(m->reg);
 }
 
 static int unbind_volume(Manager *m, Volume *v)
 {
-	char path[PATH_MAX];
-	MountEntry e = { 0 };
-	int r = 0;
+	int r = bind_unmount(m->binds, v->name);
 
-	mountpoint_of(m, v->name, path, sizeof(path));
-	while (mountinfo_find_target(path, &e) == 0) {
-		mount_entry_done(&e);
-		r = unmount_path(path);
-		if (r < 0)
-			return r;
-	}
-	(void)unlinkat(m->prop_fd, v->name, AT_REMOVEDIR);
-	pthread_rwlock_wrlock(&m->reg_lock);
-	v->mounted = false;
-	free(v->bind_options);
-	v->bind_options = NULL;
-	pthread_rwlock_unlock(&m->reg_lock);
-	return 0;
+	if (r == 0)
+		set_mounted(m, v, NULL);
+	return r;
 }
 
-/* Makes sure @v's partition is there and sound; rescans once if it is missing. */
-static int ensure_partition(Manager *m, Volume *v, char **reterr_msg)
+/* A reference to @v's partition, there and sound (rescans once if it is missing); NULL and an Err if not. */
+static PartitionFs *ensure_partition(Manager *m, Volume *v, char **reterr_msg)
 {
-	if (!v->part || !v->part->present) {
-		(void)pool_rescan_if_stale(m->pool, RESCAN_INTERVAL_MS);
-		Partition *part = pool_find_uuid(m->pool, v->partition_uuid);
-		if (part && part->present) {
-			pthread_rwlock_wrlock(&m->reg_lock);
-			v->part = part;
-			pthread_rwlock_unlock(&m->reg_lock);
-		}
+	char pname[PARTITION_NAME_MAX];
+	PartitionInfo info;
+	PartitionFs *fs;
+
+	fs = partition_fs_get(m->pool, v->part);
+	if (!fs) {
+		rescan(m, RESCAN_INTERVAL_MS);
+		fs = partition_fs_get(m->pool, v->part);
 	}
-	if (!v->part || !v->part->present || !partition_verify(m->pool, v->part))
-		return errmsg_set(reterr_msg, -ENODEV, "volume %s: partition %s (UUID %s) is not available: %s", v->name,
-			       v->partition_label, v->partition_uuid,
-			       v->part && v->part->problem ? v->part->problem : "not detected; is the disk attached?");
-	return 0;
+	if (fs && !partition_verify(m->pool, v->part)) {
+		partition_fs_put(fs);
+		fs = NULL;
+	}
+	if (fs && v->index_only && manager_refresh_index_only(m, v, fs) < 0) {
+		partition_fs_put(fs);
+		errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", v->name);
+		return NULL;
+	}
+	if (!fs) {
+		partition_snapshot(m->pool, v->part, &info);
+		partition_display_name(&info, pname, sizeof(pname));
+		errmsg_set(reterr_msg, -ENODEV, "volume %s: partition %s (UUID %s) is not available: %s", v->name, pname,
+			   info.uuid, info.problem[0] ? info.problem : "not detected; is the disk attached?");
+	}
+	return fs;
 }
 
-int manager_mount(Manager *m, const char *name, const char *id, char **ret_mountpoint, char **reterr_msg)
+static int mount_locked(Manager *m, Volume *v, const char *id, char **ret_mountpoint, char **reterr_msg)
 {
-	_cleanup_(volume_unrefp) Volume *v = NULL;
+	_cleanup_free_ char *options = NULL;
 	char path[PATH_MAX];
+	PartitionFs *fs;
+	unsigned flags;
 	bool fresh = false;
 	int r;
 
-	if (!volume_name_is_valid(name))
-		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
-	if (!mount_id_is_valid(id))
-		return errmsg_set(reterr_msg, -EINVAL, "invalid mount ID");
-	v = lookup(m, name);
-	if (!v)
-		return errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", name);
-
-	pthread_mutex_lock(&v->op_lock);
-	if (v->removed) {
-		r = errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", name);
-		goto out;
-	}
-	if (v->corrupt) {
-		r = errmsg_set(reterr_msg, -EUCLEAN, "volume %s cannot be mounted: its record is unreadable (%s)", name,
-			    v->corrupt);
-		goto out;
-	}
-	r = ensure_partition(m, v, reterr_msg);
-	if (r < 0)
-		goto out;
+	if (v->removed)
+		return errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", v->name);
+	if (v->corrupt)
+		return errmsg_set(reterr_msg, -EUCLEAN, "volume %s cannot be mounted: its record is unreadable (%s)",
+				  v->name, v->corrupt);
+	fs = ensure_partition(m, v, reterr_msg);
+	if (!fs)
+		return v->removed ? -ENOENT : -ENODEV;
+	flags = bind_flags(&v->opts, fs->read_only);
 
 	if (v->mounted) {
 		_cleanup_free_ char *why = NULL;
-		if (verify_bind(m, v, NULL, &why) < 0) {
-			log_warning("volume %s: mount vanished or changed (%s); mounting again", name,
-				    why ? why : "?");
+		if (bind_verify(m->binds, v->name, fs->dev, flags, NULL, &why) < 0) {
+			log_warning("volume %s: mount vanished or changed (%s); mounting again", v->name, why ? why : "?");
 			(void)unbind_volume(m, v);
 		}
 	}
 	if (!v->mounted) {
-		r = selftest_before_mount(m, v, reterr_msg);
+		r = selftest_policy_before_mount(m, v, fs, reterr_msg);
 		if (r < 0)
 			goto out;
-		r = bind_volume(m, v, reterr_msg);
+		r = bind_mount(m->binds, v->name, fs, flags, &options, reterr_msg);
 		if (r < 0)
 			goto out;
+		set_mounted(m, v, TAKE_PTR(options));
 		fresh = true;
 	}
 
-	pthread_rwlock_wrlock(&m->reg_lock);
+	registry_write_lock(m->reg);
 	r = volume_mount_add(v, id);
-	pthread_rwlock_unlock(&m->reg_lock);
+	registry_unlock(m->reg);
 	if (r == 0)
-		r = save_mounts(m, v);
+		r = store_save_mounts(m->store, v);
 	if (r < 0) {
-		pthread_rwlock_wrlock(&m->reg_lock);
+		registry_write_lock(m->reg);
 		(void)volume_mount_drop(v, id);
-		pthread_rwlock_unlock(&m->reg_lock);
+		registry_unlock(m->reg);
 		if (fresh)
 			(void)unbind_volume(m, v);
-		r = errmsg_set(reterr_msg, r, "volume %s: cannot record the mount in %s/mounts: %s", name,
-			       m->cfg->state_dir, strerror(-r));
+		r = errmsg_set(reterr_msg, r, "volume %s: cannot record the mount in %s/mounts: %s", v->name,
+			       store_path(m->store), errno_str(r));
 		goto out;
 	}
-	mountpoint_of(m, name, path, sizeof(path));
+	bind_path(m->binds, v->name, path, sizeof(path));
 	*ret_mountpoint = strdup(path);
 	if (!*ret_mountpoint) {
 		r = -ENOMEM;
 		goto out;
 	}
-	log_info("volume %s: mounted for %.12s (%u user(s)) at %s", name, id, volume_mount_total(v), path);
+	log_info("volume %s: mounted for %.12s (%u user(s)) at %s", v->name, id, volume_mount_total(v), path);
 	r = 0;
 out:
+	partition_fs_put(fs);
+	return r;
+}
+
+int manager_mount(Manager *m, const char *name, const char *id, char **ret_mountpoint, char **reterr_msg)
+{
+	_cleanup_(volume_unrefp) Volume *v = NULL;
+	int r;
+
+	if (!volume_name_is_valid(name))
+		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
+	if (!mount_id_is_valid(id))
+		return errmsg_set(reterr_msg, -EINVAL, "invalid mount ID");
+	v = registry_lookup(m->reg, name);
+	if (!v)
+		return errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", name);
+	pthread_mutex_lock(&v->op_lock);
+	r = mount_locked(m, v, id, ret_mountpoint, reterr_msg);
 	pthread_mutex_unlock(&v->op_lock);
 	return r;
+}
+
+static bool has_mount_id(const Volume *v, const char *id)
+{
+	for (size_t i = 0; i < v->n_mounts; i++)
+		if (streq(v->mounts[i].id, id))
+			return true;
+	return false;
 }
 
 int manager_unmount(Manager *m, const char *name, const char *id, char **reterr_msg)
 {
 	_cleanup_(volume_unrefp) Volume *v = NULL;
-	bool counted = false;
 	int r = 0;
 
 	if (!volume_name_is_valid(name))
 		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
 	if (!mount_id_is_valid(id))
 		return errmsg_set(reterr_msg, -EINVAL, "invalid mount ID");
-	v = lookup(m, name);
+	v = registry_lookup(m->reg, name);
 	if (!v) {
 		log_info("volume %s: unmount of an unknown volume, nothing to do", name);
 		return 0;
 	}
 	pthread_mutex_lock(&v->op_lock);
-	pthread_rwlock_rdlock(&m->reg_lock);
-	for (size_t i = 0; i < v->n_mounts; i++)
-		if (streq(v->mounts[i].id, id))
-			counted = true;
-	pthread_rwlock_unlock(&m->reg_lock);
-	if (v->removed || !counted) {
+	if (v->removed || !has_mount_id(v, id)) {
 		log_info("volume %s: unmount for unknown ID %.12s, nothing to do", name, id);
 		goto out;
 	}
 	if (volume_mount_total(v) == 1 && v->mounted) {
 		r = unbind_volume(m, v);
 		if (r < 0) {
-			r = errmsg_set(reterr_msg, r, "volume %s: unmount failed: %s", name, strerror(-r));
+			r = errmsg_set(reterr_msg, r, "volume %s: unmount failed: %s", name, errno_str(r));
 			goto out;
 		}
 	}
-	pthread_rwlock_wrlock(&m->reg_lock);
+	registry_write_lock(m->reg);
 	(void)volume_mount_drop(v, id);
-	pthread_rwlock_unlock(&m->reg_lock);
-	r = save_mounts(m, v);
+	registry_unlock(m->reg);
+	r = store_save_mounts(m->store, v);
 	if (r < 0)
-		/* The on-disk count stays higher: the fail-safe direction (an extra "in use"). */
+		/* The stored count stays higher: the fail-safe direction (an extra "in use"). */
 		log_warning_errno(r, "volume %s: cannot record the unmount; the stored count stays higher", name);
 	log_info("volume %s: unmounted for %.12s (%u user(s) left)", name, id, volume_mount_total(v));
 	r = 0;
@@ -791,15 +677,15 @@ int manager_path(Manager *m, const char *name, char **ret_mountpoint, char **ret
 
 	if (!volume_name_is_valid(name))
 		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
-	v = lookup(m, name);
+	v = registry_lookup(m->reg, name);
 	if (!v)
 		return errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", name);
-	pthread_rwlock_rdlock(&m->reg_lock);
+	registry_read_lock(m->reg);
 	mounted = v->mounted && !v->removed;
-	pthread_rwlock_unlock(&m->reg_lock);
+	registry_unlock(m->reg);
 	*ret_mountpoint = NULL;
 	if (mounted) {
-		mountpoint_of(m, name, path, sizeof(path));
+		bind_path(m->binds, name, path, sizeof(path));
 		*ret_mountpoint = strdup(path);
 		if (!*ret_mountpoint)
 			return -ENOMEM;
@@ -814,13 +700,25 @@ int manager_get(Manager *m, const char *name, json_t **ret_volume, char **reterr
 
 	if (!volume_name_is_valid(name))
 		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
-	v = lookup(m, name);
+	v = registry_lookup(m->reg, name);
+	if (!v && pool_scan_is_stale(m->pool, GET_MISS_RESCAN_INTERVAL_MS)) {
+		/* A disk attached since the last scan may hold it. */
+		rescan(m, GET_MISS_RESCAN_INTERVAL_MS);
+		v = registry_lookup(m->reg, name);
+	}
 	if (!v)
 		return errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", name);
 	/* Status must not say "ready" for a partition that vanished underneath: re-check (one mountinfo read). */
-	if (v->part && v->part->present)
-		(void)partition_verify(m->pool, v->part);
-	j = volume_to_api_json(m, v, true);
+	(void)partition_verify(m->pool, v->part);
+	if (v->index_only && pthread_mutex_trylock(&v->op_lock) == 0) {
+		PartitionFs *fs = partition_fs_get(m->pool, v->part);
+		int r = fs && v->index_only ? manager_refresh_index_only(m, v, fs) : 0;
+		partition_fs_put(fs);
+		pthread_mutex_unlock(&v->op_lock);
+		if (r == -ENOENT)
+			return errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", name);
+	}
+	j = manager_volume_json(m, v);
 	if (!j)
 		return errmsg_set(reterr_msg, -ENOMEM, "out of memory");
 	*ret_volume = j;
@@ -831,12 +729,82 @@ int manager_list(Manager *m, ManagerListCallback cb, void *userdata)
 {
 	char path[PATH_MAX];
 
-	pthread_rwlock_rdlock(&m->reg_lock);
-	for (size_t i = 0; i < m->n_vols; i++) {
-		if (m->vols[i]->mounted)
-			mountpoint_of(m, m->vols[i]->name, path, sizeof(path));
-		cb(m->vols[i]->name, m->vols[i]->mounted ? path : NULL, userdata);
+	registry_read_lock(m->reg);
+	for (size_t i = 0; i < registry_size_locked(m->reg); i++) {
+		Volume *v = registry_at_locked(m->reg, i);
+		if (v->mounted)
+			bind_path(m->binds, v->name, path, sizeof(path));
+		cb(v->name, v->mounted ? path : NULL, userdata);
 	}
-	pthread_rwlock_unlock(&m->reg_lock);
+	registry_unlock(m->reg);
 	return 0;
+}
+
+/* ---- admin ---- */
+
+static int forget_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
+{
+	PartitionFs *fs = partition_fs_get(m->pool, v->part);
+	int r;
+
+	if (fs)
+		r = errmsg_set(reterr_msg, -EBUSY,
+			       "volume %s is on partition UUID %s, which is present: remove it with 'docker volume rm %s' "
+			       "instead (forget is only for volumes whose disk is gone)",
+			       v->name, v->partition_uuid, v->name);
+	else if (volume_mount_total(v) > 0)
+		r = errmsg_set(reterr_msg, -EBUSY, "volume %s is still counted as mounted %u time(s); release it first",
+			       v->name, volume_mount_total(v));
+	else {
+		r = store_delete_index(m->store, v->name);
+		if (r < 0)
+			r = errmsg_set(reterr_msg, r, "cannot delete the index entry of %s: %s", v->name, errno_str(r));
+	}
+	partition_fs_put(fs);
+	if (r < 0)
+		return r;
+	unregister(m, v);
+	log_warning("volume %s: forgotten on admin request; its data and record stay on partition UUID %s, and it "
+		    "comes back if that partition is attached again",
+		    v->name, v->partition_uuid);
+	return 0;
+}
+
+int manager_forget(Manager *m, const char *name, char **reterr_msg)
+{
+	return manager_run_on_volume(m, name, true, forget_fn, NULL, reterr_msg);
+}
+
+int manager_adopt_partition(Manager *m, const char *ref, char **reterr_msg)
+{
+	Partition *part;
+	size_t mounted = 0;
+	int r;
+
+	pthread_mutex_lock(&m->create_lock);
+	part = pool_find_ref(m->pool, ref, false);
+	if (!part) {
+		pthread_mutex_unlock(&m->create_lock);
+		return errmsg_set(reterr_msg, -ENOENT, "no partition has the label or UUID '%s'", ref);
+	}
+	registry_read_lock(m->reg);
+	for (size_t i = 0; i < registry_size_locked(m->reg); i++) {
+		Volume *v = registry_at_locked(m->reg, i);
+		if (v->part == part && v->mounted)
+			mounted++;
+	}
+	registry_unlock(m->reg);
+	if (mounted > 0)
+		r = errmsg_set(reterr_msg, -EBUSY,
+			       "%zu volume(s) of partition '%s' are mounted (read-only); stop their containers, then adopt",
+			       mounted, ref);
+	else {
+		pthread_mutex_lock(&m->rescan_lock);
+		r = pool_adopt(m->pool, part, reterr_msg);
+		if (r == 0)
+			manager_load_attached(m, &part, 1);
+		pthread_mutex_unlock(&m->rescan_lock);
+	}
+	pthread_mutex_unlock(&m->create_lock);
+	return r;
 }

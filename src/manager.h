@@ -5,10 +5,14 @@
  * plugin API exposes. Every operation returns 0 or -errno; on failure
  * *reterr_msg (malloc'd) holds the text for Docker's "Err".
  *
- * Locking: reg_lock (rwlock) guards the registry and every volume's fields;
- * it is only held for memory work. Each volume's op_lock serialises its slow
- * operations (mount, self-test, unmount, remove) without blocking Get, List,
- * Capabilities or operations on other volumes.
+ * Locks, always taken in this order (never the other way round):
+ *   create_lock  serialises Create, Remove, forget and adopt (what adds or drops volumes);
+ *   op_lock      one per volume: its mount, self-test, unmount, remove, admin changes;
+ *   rescan_lock  one partition rescan at a time, with the loading of what it attached;
+ *   registry     (registry.h) the volumes and their fields, memory work only;
+ *   pool mutex   (pool.h) partition fields, innermost.
+ * So a Mount that runs a self-test never blocks Get, List, Capabilities or
+ * operations on other volumes.
  */
 #pragma once
 
@@ -43,3 +47,12 @@ int manager_list(Manager *m, ManagerListCallback cb, void *userdata);
 
 /* For tests and tools: number of volumes in the registry. */
 size_t manager_count(Manager *m);
+
+/*
+ * Admin: forgets volume @name whose partition is missing (drops its index
+ * entry; its data and record stay on the partition and it comes back when
+ * the partition does). Refused while the partition is present or the volume mounted.
+ */
+int manager_forget(Manager *m, const char *name, char **reterr_msg);
+/* Admin: lets partition @ref (label or UUID), found after start and read-only, receive new volumes. */
+int manager_adopt_partition(Manager *m, const char *ref, char **reterr_msg);

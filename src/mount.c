@@ -41,8 +41,6 @@ static char *dup_or_empty(const char *s)
 static int entry_from_fs(struct libmnt_fs *fs, MountEntry *ret)
 {
 	MountEntry e = {
-		.id = mnt_fs_get_id(fs),
-		.parent_id = mnt_fs_get_parent_id(fs),
 		.dev = mnt_fs_get_devno(fs),
 		.target = dup_or_empty(mnt_fs_get_target(fs)),
 		.root = dup_or_empty(mnt_fs_get_root(fs)),
@@ -220,7 +218,7 @@ int mount_filesystem(const char *device, const char *target, const char *fstype,
 			char buf[512] = "";
 			(void)mnt_context_get_excode(cxt, r, buf, sizeof(buf));
 			free(*reterr_msg);
-			*reterr_msg = strdup(buf[0] ? buf : strerror(err));
+			*reterr_msg = strdup(buf[0] ? buf : strerrordesc_np(err) ? strerrordesc_np(err) : "mount failed");
 		}
 		return -err;
 	}
@@ -233,12 +231,17 @@ int mount_filesystem(const char *device, const char *target, const char *fstype,
 	return 0;
 }
 
-int mount_bind_noatime(int src_fd, int target_fd)
+int mount_bind(int src_fd, int target_fd, unsigned flags)
 {
 	struct mount_attr attr = {
 		.attr_set = MOUNT_ATTR_NOATIME | MOUNT_ATTR_NODIRATIME,
 		.attr_clr = MOUNT_ATTR__ATIME,
 	};
+
+	attr.attr_set |= (flags & MOUNT_BIND_RDONLY ? MOUNT_ATTR_RDONLY : 0) |
+			 (flags & MOUNT_BIND_NOSUID ? MOUNT_ATTR_NOSUID : 0) | (flags & MOUNT_BIND_NODEV ? MOUNT_ATTR_NODEV : 0);
+	attr.attr_clr |= (flags & MOUNT_BIND_RDONLY ? 0 : MOUNT_ATTR_RDONLY) |
+			 (flags & MOUNT_BIND_NOSUID ? 0 : MOUNT_ATTR_NOSUID) | (flags & MOUNT_BIND_NODEV ? 0 : MOUNT_ATTR_NODEV);
 	_cleanup_close_ int tree = -EBADF;
 
 	tree = open_tree(src_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);

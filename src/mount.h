@@ -11,7 +11,6 @@
 #include <sys/types.h>
 
 typedef struct MountEntry {
-	int id, parent_id;
 	dev_t dev;         /* major:minor of the filesystem */
 	char *target;      /* mount point */
 	char *root;        /* path inside the filesystem that is mounted there */
@@ -48,12 +47,17 @@ bool mount_is_shared(const MountEntry *e);
 int mount_filesystem(const char *device, const char *target, const char *fstype, const char *options,
 		     char **reterr_msg);
 
+#define MOUNT_BIND_RDONLY (1u << 0)
+#define MOUNT_BIND_NOSUID (1u << 1)
+#define MOUNT_BIND_NODEV (1u << 2)
+
 /*
- * Bind-mounts the directory @src_fd onto the directory @target_fd, with
- * noatime,nodiratime set on the new mount before it is attached (a classic
- * bind silently drops them and a later remount does not reach propagated copies).
+ * Bind-mounts the directory @src_fd onto the directory @target_fd with
+ * noatime,nodiratime and the MOUNT_BIND_* @flags set on the new mount before
+ * it is attached (a classic bind silently drops them and a later remount does
+ * not reach propagated copies). Flags not asked for are cleared.
  */
-int mount_bind_noatime(int src_fd, int target_fd);
+int mount_bind(int src_fd, int target_fd, unsigned flags);
 
 /* umount2(UMOUNT_NOFOLLOW); falls back to a lazy detach if the mount is busy. */
 int unmount_path(const char *path);

@@ -56,7 +56,8 @@ bool volume_name_is_valid(const char *name)
 const char *volume_options_valid_keys(void)
 {
 	return "partition (label or UUID), uid, gid, mode (octal), size (e.g. 10G; units K, M, G, T), "
-	       "inodes, selftest (off|warn|enforce), min_write_mbps, min_read_mbps, min_iops, max_p99_ms";
+	       "inodes, selftest (off|warn|enforce), min_write_mbps, min_read_mbps, min_iops, max_p99_ms, "
+	       "suid (true|false), dev (true|false)";
 }
 
 static bool partition_ref_is_valid(const char *s)
@@ -161,6 +162,12 @@ int volume_options_parse(const json_t *opts, VolumeOptions *ret, char **reterr_m
 			r = parse_threshold(key, val, &o.thresholds.max_p99_ms, reterr_msg);
 			if (r < 0)
 				return r;
+		} else if (streq(key, "suid") || streq(key, "dev")) {
+			bool *flag = streq(key, "suid") ? &o.allow_suid : &o.allow_devices;
+			if (!streq(val, "true") && !streq(val, "false"))
+				return errmsg_set(reterr_msg, -EINVAL, "invalid %s '%s': expected true or false (default false: the volume is mounted %s)",
+						  key, val, streq(key, "suid") ? "nosuid" : "nodev");
+			*flag = streq(val, "true");
 		} else
 			return errmsg_set(reterr_msg, -EINVAL, "unknown option '%s'; valid options: %s", key, volume_options_valid_keys());
 	}
@@ -232,6 +239,11 @@ json_t *volume_options_to_json(const VolumeOptions *o)
 		set_decimal(j, "min_iops", o->thresholds.min_iops);
 	if (o->thresholds.max_p99_ms > 0)
 		set_decimal(j, "max_p99_ms", o->thresholds.max_p99_ms);
+	/* "false" is the default and is left out, so that suid=false equals no option. */
+	if (o->allow_suid)
+		set_str(j, "suid", "true");
+	if (o->allow_devices)
+		set_str(j, "dev", "true");
 	return j;
 }
 

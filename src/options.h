@@ -42,6 +42,8 @@ typedef struct VolumeOptions {
 	uint64_t inodes;      /* 0 = no limit */
 	SelftestPolicy selftest;
 	SelftestThresholds thresholds;
+	bool allow_suid;      /* suid=true: setuid bits honoured on the bind (default nosuid) */
+	bool allow_devices;   /* dev=true: device nodes usable on the bind (default nodev) */
 } VolumeOptions;
 
 /* ^[A-Za-z0-9][A-Za-z0-9_.-]{1,127}$ */

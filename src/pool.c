@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 #include <fcntl.h>
+#include <linux/mount.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <stdarg.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <sys/vfs.h>
 #include <time.h>
 
@@ -14,21 +16,32 @@
 #include "pool.h"
 #include "probe.h"
 #include "quota.h"
+#include "util/errmsg.h"
 #include "util/fs-util.h"
 #include "util/log.h"
 #include "util/macro.h"
+#include "util/strutil.h"
 
 #define XFS_SUPER_MAGIC 0x58465342
 #define MAX_PARTITIONS 256
 
 struct Pool {
 	const Config *cfg;
-	pthread_mutex_t lock; /* scans, and the partitions array */
+	pthread_mutex_t lock;      /* every Partition field but uuid/mountpoint; the array; last_scan */
+	pthread_mutex_t scan_lock; /* one scan or adoption at a time */
 	Partition **parts;
 	size_t n;
-	struct timespec last_scan;
-	bool scanned;
+	uint64_t last_scan_ms;
+	bool scanned; /* the first scan is done: later ones apply the trust rule */
 };
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
 
 int pool_new(const Config *cfg, Pool **ret)
 {
@@ -38,36 +51,82 @@ int pool_new(const Config *cfg, Pool **ret)
 		return -ENOMEM;
 	p->cfg = cfg;
 	pthread_mutex_init(&p->lock, NULL);
+	pthread_mutex_init(&p->scan_lock, NULL);
 	*ret = p;
 	return 0;
 }
 
-static void close_fds(Partition *part)
-{
-	int *fds[] = { &part->root_fd, &part->tree_fd, &part->volumes_fd, &part->meta_fd,
-		       &part->trash_fd, &part->scratch_fd, &part->quarantine_fd };
+/* ---- PartitionFs: the open directories of one mount, shared by reference ---- */
 
-	for (size_t i = 0; i < ELEMENTSOF(fds); i++) {
+static PartitionFs *partition_fs_new(void)
+{
+	PartitionFs *fs = calloc(1, sizeof(*fs));
+
+	if (!fs)
+		return NULL;
+	fs->root_fd = fs->tree_fd = fs->volumes_fd = fs->meta_fd = -EBADF;
+	fs->trash_fd = fs->scratch_fd = fs->quarantine_fd = -EBADF;
+	fs->refs = 1;
+	return fs;
+}
+
+void partition_fs_put(PartitionFs *fs)
+{
+	int *fds[7];
+
+	if (!fs || __atomic_sub_fetch(&fs->refs, 1, __ATOMIC_ACQ_REL) > 0)
+		return;
+	fds[0] = &fs->root_fd, fds[1] = &fs->tree_fd, fds[2] = &fs->volumes_fd, fds[3] = &fs->meta_fd;
+	fds[4] = &fs->trash_fd, fds[5] = &fs->scratch_fd, fds[6] = &fs->quarantine_fd;
+	for (size_t i = 0; i < ELEMENTSOF(fds); i++)
 		if (*fds[i] >= 0)
 			(void)close(*fds[i]);
-		*fds[i] = -EBADF;
-	}
+	free(fs);
 }
+
+PartitionFs *partition_fs_get(Pool *p, Partition *part)
+{
+	PartitionFs *fs;
+
+	pthread_mutex_lock(&p->lock);
+	fs = part->present ? part->fs : NULL;
+	if (fs)
+		__atomic_add_fetch(&fs->refs, 1, __ATOMIC_ACQ_REL);
+	pthread_mutex_unlock(&p->lock);
+	return fs;
+}
+
+int partition_fs_free_bytes(const PartitionFs *fs, uint64_t *ret_free, uint64_t *ret_total)
+{
+	struct statvfs sv;
+
+	if (!fs || fs->root_fd < 0)
+		return -ENODEV;
+	if (fstatvfs(fs->root_fd, &sv) < 0)
+		return negative_errno();
+	if (ret_free)
+		*ret_free = (uint64_t)sv.f_bavail * sv.f_frsize;
+	if (ret_total)
+		*ret_total = (uint64_t)sv.f_blocks * sv.f_frsize;
+	return 0;
+}
+
+/* ---- the array ---- */
 
 Pool *pool_free(Pool *p)
 {
 	if (!p)
 		return NULL;
 	for (size_t i = 0; i < p->n; i++) {
-		close_fds(p->parts[i]);
+		partition_fs_put(p->parts[i]->fs);
 		free(p->parts[i]->mountpoint);
-		free(p->parts[i]->problem);
 		free(p->parts[i]->selftest_cache);
 		pthread_mutex_destroy(&p->parts[i]->selftest_lock);
 		free(p->parts[i]);
 	}
 	free(p->parts);
 	pthread_mutex_destroy(&p->lock);
+	pthread_mutex_destroy(&p->scan_lock);
 	free(p);
 	return NULL;
 }
@@ -93,16 +152,13 @@ Partition *pool_get(Pool *p, size_t i)
 	return part;
 }
 
-static void set_problem(Partition *part, const char *fmt, ...) _printf_(2, 3);
-static void set_problem(Partition *part, const char *fmt, ...)
+static void set_problem_locked(Partition *part, const char *fmt, ...) _printf_(2, 3);
+static void set_problem_locked(Partition *part, const char *fmt, ...)
 {
 	va_list ap;
 
-	free(part->problem);
-	part->problem = NULL;
 	va_start(ap, fmt);
-	if (vasprintf(&part->problem, fmt, ap) < 0)
-		part->problem = NULL;
+	(void)vsnprintf(part->problem, sizeof(part->problem), fmt, ap);
 	va_end(ap);
 }
 
@@ -124,7 +180,7 @@ Partition *pool_find_uuid(Pool *p, const char *uuid)
 	return part;
 }
 
-static Partition *find_ref(Pool *p, const char *ref, bool present_only)
+Partition *pool_find_ref(Pool *p, const char *ref, bool present_only)
 {
 	Partition *found = NULL;
 
@@ -137,29 +193,80 @@ static Partition *find_ref(Pool *p, const char *ref, bool present_only)
 	return found;
 }
 
-Partition *pool_find_ref(Pool *p, const char *ref)
+static Partition *partition_new(const Config *cfg, const char *uuid)
 {
-	return find_ref(p, ref, true);
+	Partition *part = calloc(1, sizeof(*part));
+
+	if (!part)
+		return NULL;
+	snprintf(part->uuid, sizeof(part->uuid), "%s", uuid);
+	if (asprintf(&part->mountpoint, "%s/%s", cfg->partition_root, uuid) < 0) {
+		free(part);
+		return NULL;
+	}
+	snprintf(part->problem, sizeof(part->problem), "not detected; is the disk attached?");
+	pthread_mutex_init(&part->selftest_lock, NULL);
+	return part;
 }
 
-Partition *pool_find_ref_any(Pool *p, const char *ref)
+/* Adds a new, absent partition to the array. */
+static Partition *add_locked(Pool *p, const char *uuid)
 {
-	return find_ref(p, ref, false);
+	Partition *part;
+	Partition **np;
+
+	if (p->n >= MAX_PARTITIONS)
+		return NULL;
+	part = partition_new(p->cfg, uuid);
+	np = part ? realloc(p->parts, (p->n + 1) * sizeof(*np)) : NULL;
+	if (!np) {
+		if (part)
+			free(part->mountpoint);
+		free(part);
+		return NULL;
+	}
+	p->parts = np;
+	p->parts[p->n++] = part;
+	return part;
 }
 
-int partition_free_bytes(Partition *part, uint64_t *ret_free, uint64_t *ret_total)
+Partition *pool_add_known(Pool *p, const char *uuid, const char *label)
 {
-	struct statvfs sv;
+	Partition *part;
 
-	if (part->root_fd < 0)
-		return -ENODEV;
-	if (fstatvfs(part->root_fd, &sv) < 0)
-		return negative_errno();
-	if (ret_free)
-		*ret_free = (uint64_t)sv.f_bavail * sv.f_frsize;
-	if (ret_total)
-		*ret_total = (uint64_t)sv.f_blocks * sv.f_frsize;
-	return 0;
+	pthread_mutex_lock(&p->lock);
+	part = find_uuid_locked(p, uuid);
+	if (!part) {
+		part = add_locked(p, uuid);
+		if (part)
+			snprintf(part->label, sizeof(part->label), "%s", label);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return part;
+}
+
+void partition_snapshot(Pool *p, Partition *part, PartitionInfo *ret)
+{
+	pthread_mutex_lock(&p->lock);
+	memcpy(ret->uuid, part->uuid, sizeof(ret->uuid));
+	memcpy(ret->label, part->label, sizeof(ret->label));
+	memcpy(ret->device, part->device, sizeof(ret->device));
+	memcpy(ret->problem, part->problem, sizeof(ret->problem));
+	memcpy(ret->verified_options, part->verified_options, sizeof(ret->verified_options));
+	ret->present = part->present;
+	ret->adopted = part->adopted;
+	ret->read_only = part->fs ? part->fs->read_only : false;
+	ret->quota = part->fs ? part->fs->quota : false;
+	ret->dev = part->dev;
+	ret->logical_sector_size = part->logical_sector_size;
+	pthread_mutex_unlock(&p->lock);
+}
+
+void partition_display_name(const PartitionInfo *info, char *buf, size_t len)
+{
+	label_escape(info->label, buf, len);
+	if (!buf[0])
+		snprintf(buf, len, "%s", info->uuid);
 }
 
 Partition *pool_pick_most_free(Pool *p)
@@ -167,13 +274,17 @@ Partition *pool_pick_most_free(Pool *p)
 	Partition *best = NULL;
 	uint64_t best_free = 0;
 
+	/* fstatvfs under the pool mutex: one cheap syscall per partition, no I/O wait. */
 	pthread_mutex_lock(&p->lock);
 	for (size_t i = 0; i < p->n; i++) {
+		Partition *part = p->parts[i];
 		uint64_t f;
-		if (!p->parts[i]->present || partition_free_bytes(p->parts[i], &f, NULL) < 0)
+
+		if (!part->present || !part->adopted || !part->fs || part->fs->read_only ||
+		    partition_fs_free_bytes(part->fs, &f, NULL) < 0)
 			continue;
 		if (!best || f > best_free) {
-			best = p->parts[i];
+			best = part;
 			best_free = f;
 		}
 	}
@@ -192,10 +303,13 @@ char *pool_describe(Pool *p)
 		return NULL;
 	pthread_mutex_lock(&p->lock);
 	for (size_t i = 0; i < p->n; i++) {
+		char label[PARTITION_LABEL_MAX * 4];
+
 		if (!p->parts[i]->present)
 			continue;
-		fprintf(f, "%s%s (%s)", any ? ", " : "", p->parts[i]->label[0] ? p->parts[i]->label : "no label",
-			p->parts[i]->uuid);
+		label_escape(p->parts[i]->label, label, sizeof(label));
+		fprintf(f, "%s%s (%s)%s", any ? ", " : "", label[0] ? label : "no label", p->parts[i]->uuid,
+			p->parts[i]->adopted ? "" : " [read-only, not adopted]");
 		any = true;
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -208,52 +322,84 @@ char *pool_describe(Pool *p)
 	return out;
 }
 
-/* Checks the kernel's view of the mount at part->mountpoint. */
-static int check_mount(Partition *part, dev_t want_dev, MountEntry *ret_entry, char **ret_why)
+/* ---- mounting and verification ---- */
+
+static char *why_printf(const char *fmt, ...) _printf_(1, 2);
+static char *why_printf(const char *fmt, ...)
 {
+	va_list ap;
+	char *s = NULL;
+
+	va_start(ap, fmt);
+	if (vasprintf(&s, fmt, ap) < 0)
+		s = NULL;
+	va_end(ap);
+	return s;
+}
+
+/*
+ * Checks the kernel's view of the mount at @mountpoint: XFS from @want_dev, the
+ * whole filesystem, noatime,nodiratime,nosuid,nodev, read-only exactly when
+ * @read_only, never shared. 0 and the entry, or -errno and *ret_why.
+ */
+static int check_mount(const char *mountpoint, dev_t want_dev, bool read_only, MountEntry *ret_entry, char **ret_why)
+{
+	static const char *const required[] = { "noatime", "nodiratime", "nosuid", "nodev" };
 	MountEntry e = { 0 };
 	int r;
 
-	r = mountinfo_find_target(part->mountpoint, &e);
+	*ret_why = NULL;
+	r = mountinfo_find_target(mountpoint, &e);
 	if (r == -ENOENT) {
-		*ret_why = strdup("not mounted");
+		*ret_why = why_printf("not mounted");
 		return -ENOENT;
 	}
 	if (r < 0)
 		return r;
 	if (!streq(e.fstype, "xfs")) {
-		r = asprintf(ret_why, "mounted as %s, not xfs", e.fstype);
+		*ret_why = why_printf("mounted as %s, not xfs", e.fstype);
 		r = -EMEDIUMTYPE;
 	} else if (want_dev && e.dev != want_dev) {
-		r = asprintf(ret_why, "mount shows device %u:%u, expected %u:%u", major(e.dev), minor(e.dev),
-			     major(want_dev), minor(want_dev));
+		*ret_why = why_printf("mount shows device %u:%u, expected %u:%u", major(e.dev), minor(e.dev),
+				      major(want_dev), minor(want_dev));
 		r = -ENXIO;
 	} else if (!streq(e.root, "/")) {
-		r = asprintf(ret_why, "mount root is %s, not the filesystem root", e.root);
-		r = -EINVAL;
-	} else if (!mount_options_contain(e.vfs_options, "noatime") ||
-		   !mount_options_contain(e.vfs_options, "nodiratime")) {
-		r = asprintf(ret_why, "mount options '%s' lack noatime,nodiratime", e.vfs_options);
+		*ret_why = why_printf("mount root is %s, not the filesystem root", e.root);
 		r = -EINVAL;
 	} else if (mount_is_shared(&e)) {
-		r = asprintf(ret_why, "mount is shared (%s), expected private", e.optional);
+		*ret_why = why_printf("mount is shared (%s), expected private", e.optional);
 		r = -EINVAL;
+	} else if (!read_only && mount_options_contain(e.fs_options, "ro")) {
+		*ret_why = why_printf("the filesystem is read-only ('%s')", e.fs_options);
+		r = -EROFS;
+	} else if (mount_options_contain(e.vfs_options, "ro") != read_only) {
+		*ret_why = why_printf("mount options '%s' are not %s", e.vfs_options, read_only ? "ro" : "rw");
+		r = -EPERM;
 	} else {
-		*ret_entry = e;
-		return 0;
+		for (size_t i = 0; i < ELEMENTSOF(required) && r == 0; i++)
+			if (!mount_options_contain(e.vfs_options, required[i])) {
+				*ret_why = why_printf("mount options '%s' lack %s", e.vfs_options, required[i]);
+				r = -EPERM;
+			}
+		if (r == 0) {
+			*ret_entry = e;
+			return 0;
+		}
 	}
 	mount_entry_done(&e);
 	return r;
 }
 
-static int open_subdir(int parent, const char *name, mode_t mode, dev_t dev)
+static int open_subdir(int parent, const char *name, mode_t mode, dev_t dev, bool create)
 {
 	struct stat st;
 	int fd, r;
 
-	r = mkdirat_exist_ok(parent, name, mode);
-	if (r < 0)
-		return r;
+	if (create) {
+		r = mkdirat_exist_ok(parent, name, mode);
+		if (r < 0)
+			return r;
+	}
 	fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return negative_errno();
@@ -264,192 +410,249 @@ static int open_subdir(int parent, const char *name, mode_t mode, dev_t dev)
 	return fd;
 }
 
-static int lay_out(Partition *part)
+/*
+ * Opens nvmevol's directories on the mounted filesystem (creating them when
+ * writable). A read-only filesystem without them simply has no volumes.
+ */
+static int lay_out(const char *mountpoint, PartitionFs *fs)
 {
+	struct {
+		const char *name;
+		mode_t mode;
+		int *fd;
+	} dirs[] = {
+		{ "volumes", 0711, &fs->volumes_fd },  { "meta", 0700, &fs->meta_fd },
+		{ "trash", 0700, &fs->trash_fd },      { "selftest", 0700, &fs->scratch_fd },
+		{ "quarantine", 0700, &fs->quarantine_fd },
+	};
+	bool create = !fs->read_only;
 	struct stat st;
 	struct statfs sf;
 	int r;
 
-	part->root_fd = open(part->mountpoint, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (part->root_fd < 0)
+	fs->root_fd = open(mountpoint, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fs->root_fd < 0)
 		return negative_errno();
-	if (fstat(part->root_fd, &st) < 0 || fstatfs(part->root_fd, &sf) < 0)
+	if (fstat(fs->root_fd, &st) < 0 || fstatfs(fs->root_fd, &sf) < 0)
 		return negative_errno();
-	if (st.st_dev != part->dev || sf.f_type != XFS_SUPER_MAGIC)
+	if (st.st_dev != fs->dev || sf.f_type != XFS_SUPER_MAGIC)
 		return -EXDEV;
 
-	r = part->tree_fd = open_subdir(part->root_fd, "nvmevol", 0711, part->dev);
-	if (r >= 0)
-		r = part->volumes_fd = open_subdir(part->tree_fd, "volumes", 0711, part->dev);
-	if (r >= 0)
-		r = part->meta_fd = open_subdir(part->tree_fd, "meta", 0700, part->dev);
-	if (r >= 0)
-		r = part->trash_fd = open_subdir(part->tree_fd, "trash", 0700, part->dev);
-	if (r >= 0)
-		r = part->scratch_fd = open_subdir(part->tree_fd, "selftest", 0700, part->dev);
-	if (r >= 0)
-		r = part->quarantine_fd = open_subdir(part->tree_fd, "quarantine", 0700, part->dev);
+	r = open_subdir(fs->root_fd, "nvmevol", 0711, fs->dev, create);
+	if (r == -ENOENT && !create)
+		return 0;
 	if (r < 0)
 		return r;
-	if (fsync(part->tree_fd) < 0 || fsync(part->root_fd) < 0)
+	fs->tree_fd = r;
+	for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+		r = open_subdir(fs->tree_fd, dirs[i].name, dirs[i].mode, fs->dev, create);
+		if (r == -ENOENT && !create)
+			continue;
+		if (r < 0)
+			return r;
+		*dirs[i].fd = r;
+	}
+	if (!create)
+		return 0;
+	if (fsync(fs->tree_fd) < 0 || fsync(fs->root_fd) < 0)
 		return negative_errno();
-	(void)remove_atomic_tmp_files(part->meta_fd);
+	(void)remove_atomic_tmp_files(fs->meta_fd);
 	return 0;
 }
 
-/* Mounts (or adopts an existing correct mount of) one XFS filesystem and lays it out. */
-static int attach(Pool *p, Partition *part, const ProbedDevice *d)
+/* Sets the per-mount flags nvmevol requires on an existing mount of the right device (an older version's). */
+static int fix_mount_flags(const char *mountpoint, bool read_only)
+{
+	struct mount_attr attr = {
+		.attr_set = MOUNT_ATTR_NOATIME | MOUNT_ATTR_NODIRATIME | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+			    (read_only ? MOUNT_ATTR_RDONLY : 0),
+		.attr_clr = MOUNT_ATTR__ATIME | (read_only ? 0 : MOUNT_ATTR_RDONLY),
+	};
+
+	if (mount_setattr(AT_FDCWD, mountpoint, AT_SYMLINK_NOFOLLOW, &attr, sizeof(attr)) < 0)
+		return negative_errno();
+	return 0;
+}
+
+/*
+ * Mounts (or adopts an existing correct mount of) one XFS filesystem, lays
+ * it out and installs it in @part. Runs without the pool mutex (scans are
+ * serialised by scan_lock); only the final install takes it.
+ */
+static int attach(Pool *p, Partition *part, const ProbedDevice *d, bool adopt)
 {
 	_cleanup_free_ char *why = NULL;
 	MountEntry e = { 0 };
+	PartitionFs *fs = NULL, *old;
+	char options[128];
 	struct stat st;
-	bool mounted_here = false;
+	bool mounted_here = false, read_only = !adopt;
 	int r;
 
-	close_fds(part);
+	pthread_mutex_lock(&p->lock);
+	old = part->fs;
+	part->fs = NULL;
 	part->present = false;
 	snprintf(part->device, sizeof(part->device), "%s", d->device);
 	snprintf(part->label, sizeof(part->label), "%s", d->label ? d->label : "");
 	part->logical_sector_size = d->logical_sector_size;
+	pthread_mutex_unlock(&p->lock);
+	partition_fs_put(old);
 
 	if (stat(d->device, &st) < 0 || !S_ISBLK(st.st_mode)) {
-		set_problem(part, "%s is not a block device", d->device);
-		return -ENOTBLK;
+		why = why_printf("%s is not a block device", d->device);
+		r = -ENOTBLK;
+		goto fail;
 	}
-	part->dev = st.st_rdev;
-
 	r = mkdirat_exist_ok(AT_FDCWD, p->cfg->partition_root, 0700);
+	if (r >= 0)
+		r = mkdirat_exist_ok(AT_FDCWD, part->mountpoint, 0700);
 	if (r < 0) {
-		set_problem(part, "cannot create %s: %s", p->cfg->partition_root, strerror(-r));
-		return r;
-	}
-	r = mkdirat_exist_ok(AT_FDCWD, part->mountpoint, 0700);
-	if (r < 0) {
-		set_problem(part, "cannot create %s: %s", part->mountpoint, strerror(-r));
-		return r;
+		why = why_printf("cannot create %s: %s", part->mountpoint, errno_str(r));
+		goto fail;
 	}
 
-	r = check_mount(part, part->dev, &e, &why);
-	if (r == -ENOENT || r == -ENXIO) {
-		/* Not mounted, or a stale mount of a device that went away: mount afresh. */
-		if (r == -ENXIO)
+	r = check_mount(part->mountpoint, st.st_rdev, read_only, &e, &why);
+	if (r == -EPERM) {
+		/* Our mount from an earlier run with other flags: set them, then look again. */
+		free(TAKE_PTR(why));
+		if (fix_mount_flags(part->mountpoint, read_only) == 0)
+			r = check_mount(part->mountpoint, st.st_rdev, read_only, &e, &why);
+	}
+	if (r == -ENOENT || r == -ENXIO || r == -EROFS || r == -EPERM) {
+		/* Not mounted, a stale mount of a device that went away, or the wrong mode: mount afresh. */
+		if (r != -ENOENT)
 			(void)unmount_path(part->mountpoint);
-		free(why);
-		why = NULL;
-		part->quota = false;
-		r = mount_filesystem(d->device, part->mountpoint, "xfs", PARTITION_MOUNT_OPTIONS ",prjquota", &why);
-		if (r == 0)
-			part->quota = true;
-		else {
-			free(why);
-			why = NULL;
-			r = mount_filesystem(d->device, part->mountpoint, "xfs", PARTITION_MOUNT_OPTIONS, &why);
+		free(TAKE_PTR(why));
+		snprintf(options, sizeof(options), "%s%s,prjquota", read_only ? "ro," : "", PARTITION_MOUNT_OPTIONS);
+		r = mount_filesystem(d->device, part->mountpoint, "xfs", options, &why);
+		if (r < 0) {
+			/* A kernel without XFS quota refuses prjquota: mount without it. */
+			free(TAKE_PTR(why));
+			snprintf(options, sizeof(options), "%s%s", read_only ? "ro," : "", PARTITION_MOUNT_OPTIONS);
+			r = mount_filesystem(d->device, part->mountpoint, "xfs", options, &why);
 		}
 		if (r < 0) {
-			set_problem(part, "mount of %s failed: %s", d->device, why ? why : strerror(-r));
-			return r;
+			char *w = why_printf("mount of %s failed: %s", d->device, why ? why : errno_str(r));
+			free(why);
+			why = w;
+			goto fail;
 		}
 		mounted_here = true;
+		r = check_mount(part->mountpoint, st.st_rdev, read_only, &e, &why);
+	}
+	if (r < 0) {
+		char *w = why_printf("%s at %s: %s", d->device, part->mountpoint, why ? why : errno_str(r));
 		free(why);
-		why = NULL;
-		r = check_mount(part, part->dev, &e, &why);
+		why = w;
+		goto fail;
 	}
-	if (r < 0) {
-		set_problem(part, "%s at %s: %s", d->device, part->mountpoint, why ? why : strerror(-r));
-		if (mounted_here)
-			(void)unmount_path(part->mountpoint);
-		return r;
-	}
-	snprintf(part->verified_options, sizeof(part->verified_options), "%s", e.vfs_options);
-	part->quota = mount_options_contain(e.fs_options, "prjquota") || mount_options_contain(e.fs_options, "pquota");
-	mount_entry_done(&e);
 
-	r = lay_out(part);
-	if (r < 0) {
-		set_problem(part, "cannot prepare nvmevol directories on %s: %s", d->device, strerror(-r));
-		close_fds(part);
-		if (mounted_here)
-			(void)unmount_path(part->mountpoint);
-		return r;
+	fs = partition_fs_new();
+	if (!fs) {
+		r = -ENOMEM;
+		goto fail;
 	}
-	if (part->quota) {
+	fs->dev = st.st_rdev;
+	fs->read_only = read_only;
+	fs->quota = mount_options_contain(e.fs_options, "prjquota") || mount_options_contain(e.fs_options, "pquota");
+	r = lay_out(part->mountpoint, fs);
+	if (r < 0) {
+		why = why_printf("cannot prepare nvmevol directories on %s: %s", d->device, errno_str(r));
+		goto fail;
+	}
+	if (fs->quota) {
 		bool ok = false;
-		if (quota_probe(part->root_fd, &ok) < 0 || !ok)
-			part->quota = false;
+		if (quota_probe(fs->root_fd, &ok) < 0 || !ok)
+			fs->quota = false;
 	}
-	free(part->problem);
-	part->problem = NULL;
+
+	pthread_mutex_lock(&p->lock);
+	part->fs = fs;
+	part->dev = st.st_rdev;
 	part->present = true;
-	log_info("partition %s (%s, UUID %s) ready at %s with %s%s", part->label, part->device, part->uuid,
-		 part->mountpoint, part->verified_options, part->quota ? ", project quota on" : "");
+	part->adopted = adopt;
+	part->problem[0] = '\0';
+	snprintf(part->verified_options, sizeof(part->verified_options), "%s", e.vfs_options);
+	part->verified_at_ms = now_ms();
+	pthread_mutex_unlock(&p->lock);
+	{
+		char label[PARTITION_LABEL_MAX * 4];
+		label_escape(d->label ? d->label : "", label, sizeof(label));
+		if (adopt)
+			log_info("partition %s (%s, UUID %s) ready at %s with %s%s", label, d->device, part->uuid,
+				 part->mountpoint, e.vfs_options, fs->quota ? ", project quota on" : "");
+		else
+			log_warning("partition %s (%s, UUID %s) appeared after start: mounted read-only for its existing "
+				    "volumes, no new volumes until adopted ('nvmevol partition adopt %s' or a plugin restart)",
+				    label, d->device, part->uuid, part->uuid);
+	}
+	mount_entry_done(&e);
 	return 0;
-}
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+fail:
+	mount_entry_done(&e);
+	partition_fs_put(fs);
+	if (mounted_here)
+		(void)unmount_path(part->mountpoint);
+	pthread_mutex_lock(&p->lock);
+	set_problem_locked(part, "%s", why ? why : errno_str(r));
+	pthread_mutex_unlock(&p->lock);
+	return r;
 }
 
 bool partition_verify_recent(Pool *p, Partition *part, unsigned max_age_ms)
 {
-	uint64_t last;
+	bool fresh;
 
 	pthread_mutex_lock(&p->lock);
-	last = part->verified_at_ms;
+	fresh = part->present && part->verified_at_ms && now_ms() - part->verified_at_ms < max_age_ms;
 	pthread_mutex_unlock(&p->lock);
-	if (part->present && last && now_ms() - last < max_age_ms)
-		return true;
-	return partition_verify(p, part);
+	return fresh || partition_verify(p, part);
 }
 
 bool partition_verify(Pool *p, Partition *part)
 {
 	_cleanup_free_ char *why = NULL;
 	MountEntry e = { 0 };
+	PartitionFs *fs;
 	struct stat st;
+	dev_t dev;
 	int r;
 
 	pthread_mutex_lock(&p->lock);
-	if (!part->present) {
-		pthread_mutex_unlock(&p->lock);
+	fs = part->present ? part->fs : NULL;
+	if (fs)
+		__atomic_add_fetch(&fs->refs, 1, __ATOMIC_ACQ_REL);
+	dev = part->dev;
+	pthread_mutex_unlock(&p->lock);
+	if (!fs)
 		return false;
-	}
-	r = check_mount(part, part->dev, &e, &why);
-	if (r == 0 && (fstatat(part->tree_fd, "volumes", &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != part->dev)) {
+
+	r = check_mount(part->mountpoint, dev, fs->read_only, &e, &why);
+	mount_entry_done(&e);
+	if (r == 0 && fs->tree_fd >= 0 &&
+	    (fstatat(fs->tree_fd, ".", &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_dev != dev)) {
 		r = -EIO;
 		free(why);
-		why = strdup("filesystem does not answer (I/O error or shut down)");
+		why = why_printf("filesystem does not answer (I/O error or shut down)");
 	}
-	mount_entry_done(&e);
+
+	pthread_mutex_lock(&p->lock);
 	part->verified_at_ms = now_ms();
-	if (r < 0) {
+	if (r < 0 && part->fs == fs) {
 		part->present = false;
-		set_problem(part, "%s: %s", part->device, why ? why : strerror(-r));
-		log_warning("partition %s (UUID %s) is no longer usable: %s", part->label, part->uuid, part->problem);
+		part->fs = NULL;
+		set_problem_locked(part, "%s: %s", part->device, why ? why : errno_str(r));
+		log_warning("partition %s (UUID %s) is no longer usable: %s", part->device, part->uuid, part->problem);
+		partition_fs_put(fs); /* the partition's own reference; ours is still held */
 	}
 	pthread_mutex_unlock(&p->lock);
+	partition_fs_put(fs);
 	return r == 0;
 }
 
-static Partition *partition_new(const Config *cfg, const char *uuid)
-{
-	Partition *part = calloc(1, sizeof(*part));
-
-	if (!part)
-		return NULL;
-	snprintf(part->uuid, sizeof(part->uuid), "%s", uuid);
-	if (asprintf(&part->mountpoint, "%s/%s", cfg->partition_root, uuid) < 0) {
-		free(part);
-		return NULL;
-	}
-	part->root_fd = part->tree_fd = part->volumes_fd = part->meta_fd = -EBADF;
-	part->trash_fd = part->scratch_fd = part->quarantine_fd = -EBADF;
-	pthread_mutex_init(&part->selftest_lock, NULL);
-	return part;
-}
+/* ---- discovery ---- */
 
 static bool uuid_is_sane(const char *u)
 {
@@ -464,112 +667,184 @@ static bool uuid_is_sane(const char *u)
 	return true;
 }
 
-int pool_scan(Pool *p)
+static bool device_is_usable(const ProbedDevice *d)
 {
+	char label[PARTITION_LABEL_MAX * 4];
+
+	label_escape(d->label ? d->label : "", label, sizeof(label));
+	if (!d->fstype) {
+		log_warning("device %s: no filesystem found or cannot be resolved; left alone", d->device);
+		return false;
+	}
+	if (!streq(d->fstype, "xfs")) {
+		log_warning("device %s (label '%s') holds %s, not xfs; left alone", d->device, label, d->fstype);
+		return false;
+	}
+	if (!d->uuid || !uuid_is_sane(d->uuid)) {
+		log_warning("device %s: XFS without a usable UUID; left alone", d->device);
+		return false;
+	}
+	return true;
+}
+
+static int push_partition(Partition ***arr, size_t *n, Partition *part)
+{
+	Partition **na = realloc(*arr, (*n + 1) * sizeof(*na));
+
+	if (!na)
+		return -ENOMEM;
+	na[(*n)++] = part;
+	*arr = na;
+	return 0;
+}
+
+int pool_scan(Pool *p, Partition ***ret_attached, size_t *ret_n)
+{
+	_cleanup_free_ Partition **seen = NULL, **attached = NULL;
+	size_t n_seen = 0, n_attached = 0, n = 0;
 	ProbedDevice *devs = NULL;
-	size_t n = 0;
-	bool *seen;
 	int r;
 
+	pthread_mutex_lock(&p->scan_lock);
 	r = probe_scan(p->cfg->label_prefix, p->cfg->devices, p->cfg->n_devices, &devs, &n);
-	if (r < 0)
+	if (r < 0) {
+		pthread_mutex_unlock(&p->scan_lock);
 		return log_error_errno(r, "partition discovery failed");
-
-	pthread_mutex_lock(&p->lock);
-	seen = calloc(p->n + n + 1, sizeof(bool));
-	if (!seen) {
-		pthread_mutex_unlock(&p->lock);
-		probed_devices_free(devs, n);
-		return -ENOMEM;
 	}
-	for (size_t i = 0; i < n; i++) {
+
+	for (size_t i = 0; i < n && r == 0; i++) {
 		ProbedDevice *d = &devs[i];
 		Partition *part;
+		bool known, dup = false, keep = false;
+		struct stat st;
 
-		if (!d->fstype) {
-			log_warning("device %s: no filesystem found or cannot be resolved; left alone", d->device);
+		if (!device_is_usable(d))
 			continue;
-		}
-		if (!streq(d->fstype, "xfs")) {
-			log_warning("device %s (label '%s') holds %s, not xfs; left alone", d->device,
-				    d->label ? d->label : "", d->fstype);
-			continue;
-		}
-		if (!d->uuid || !uuid_is_sane(d->uuid)) {
-			log_warning("device %s: XFS without a usable UUID; left alone", d->device);
-			continue;
-		}
+		pthread_mutex_lock(&p->lock);
 		part = find_uuid_locked(p, d->uuid);
-		if (part && part->present && part->dev) {
-			struct stat st;
-			if (stat(d->device, &st) == 0 && st.st_rdev == part->dev) {
-				for (size_t k = 0; k < p->n; k++)
-					if (p->parts[k] == part)
-						seen[k] = true;
-				continue;
-			}
-		}
+		known = part != NULL;
+		for (size_t k = 0; part && k < n_seen; k++)
+			dup = dup || seen[k] == part;
+		/* Already mounted from this very device: only the verification below. */
+		keep = part && !dup && part->present && stat(d->device, &st) == 0 && st.st_rdev == part->dev;
 		if (!part) {
-			Partition **np;
-			if (p->n >= MAX_PARTITIONS) {
-				log_warning("more than %d partitions; %s ignored", MAX_PARTITIONS, d->device);
-				continue;
-			}
-			part = partition_new(p->cfg, d->uuid);
-			np = part ? realloc(p->parts, (p->n + 1) * sizeof(*np)) : NULL;
-			if (!np) {
-				free(part);
-				r = -ENOMEM;
-				break;
-			}
-			p->parts = np;
-			p->parts[p->n++] = part;
-		} else {
-			for (size_t k = 0; k < p->n; k++)
-				if (p->parts[k] == part) {
-					if (seen[k]) {
-						log_warning("device %s: duplicate XFS UUID %s (already using %s); left alone",
-							    d->device, d->uuid, part->device);
-						part = NULL;
-					}
-					break;
-				}
+			part = add_locked(p, d->uuid);
 			if (!part)
-				continue;
+				log_warning("more than %d partitions or out of memory; %s ignored", MAX_PARTITIONS,
+					    d->device);
 		}
-		for (size_t k = 0; k < p->n; k++)
-			if (p->parts[k] == part)
-				seen[k] = true;
-		if (attach(p, part, d) < 0)
-			log_warning("partition %s (UUID %s) refused: %s", d->label ? d->label : "", d->uuid,
-				    part->problem ? part->problem : "unknown error");
+		pthread_mutex_unlock(&p->lock);
+		if (!part)
+			continue;
+		if (dup) {
+			log_warning("device %s: duplicate XFS UUID %s (already using another device); left alone",
+				    d->device, d->uuid);
+			continue;
+		}
+		r = push_partition(&seen, &n_seen, part);
+		if (r < 0 || keep)
+			continue;
+		/* The trust rule: at start everything joins; later only what this run already knew. */
+		if (attach(p, part, d, !p->scanned || known) == 0)
+			r = push_partition(&attached, &n_attached, part);
+		else {
+			PartitionInfo info;
+			partition_snapshot(p, part, &info);
+			log_warning("partition UUID %s on %s refused: %s", d->uuid, d->device, info.problem);
+		}
 	}
-	for (size_t k = 0; k < p->n; k++)
-		if (!seen[k] && p->parts[k]->present) {
-			p->parts[k]->present = false;
-			set_problem(p->parts[k], "device %s is no longer detected", p->parts[k]->device);
-			log_warning("partition %s (UUID %s) disappeared", p->parts[k]->label, p->parts[k]->uuid);
+	probed_devices_free(devs, n);
+
+	/* Partitions that were present and are no longer detected. */
+	for (size_t k = 0; k < pool_size(p); k++) {
+		Partition *part = pool_get(p, k);
+		PartitionFs *gone = NULL;
+		bool was_seen = false;
+
+		for (size_t s = 0; s < n_seen; s++)
+			was_seen = was_seen || seen[s] == part;
+		if (was_seen)
+			continue;
+		pthread_mutex_lock(&p->lock);
+		if (part->present) {
+			part->present = false;
+			gone = TAKE_PTR(part->fs);
+			set_problem_locked(part, "device %s is no longer detected", part->device);
+			log_warning("partition UUID %s (%s) disappeared", part->uuid, part->device);
 		}
-	clock_gettime(CLOCK_MONOTONIC, &p->last_scan);
+		pthread_mutex_unlock(&p->lock);
+		partition_fs_put(gone);
+	}
+
+	pthread_mutex_lock(&p->lock);
+	p->last_scan_ms = now_ms();
 	p->scanned = true;
 	pthread_mutex_unlock(&p->lock);
-	free(seen);
-	probed_devices_free(devs, n);
+	pthread_mutex_unlock(&p->scan_lock);
+	if (r == 0 && ret_attached) {
+		*ret_attached = TAKE_PTR(attached);
+		*ret_n = n_attached;
+	}
 	return r;
 }
 
-int pool_rescan_if_stale(Pool *p, unsigned min_interval_ms)
+bool pool_scan_is_stale(Pool *p, unsigned min_interval_ms)
 {
-	struct timespec now;
-	int64_t elapsed;
+	bool stale;
 
-	clock_gettime(CLOCK_MONOTONIC, &now);
 	pthread_mutex_lock(&p->lock);
-	elapsed = (now.tv_sec - p->last_scan.tv_sec) * 1000 + (now.tv_nsec - p->last_scan.tv_nsec) / 1000000;
-	if (p->scanned && elapsed < (int64_t)min_interval_ms) {
+	stale = !p->scanned || now_ms() - p->last_scan_ms >= min_interval_ms;
+	pthread_mutex_unlock(&p->lock);
+	return stale;
+}
+
+int pool_adopt(Pool *p, Partition *part, char **reterr_msg)
+{
+	ProbedDevice d = { 0 };
+	PartitionFs *fs;
+	char device[256];
+	int r;
+
+	pthread_mutex_lock(&p->scan_lock);
+	pthread_mutex_lock(&p->lock);
+	if (part->present && part->adopted) {
 		pthread_mutex_unlock(&p->lock);
+		pthread_mutex_unlock(&p->scan_lock);
 		return 0;
 	}
+	if (!part->present) {
+		r = errmsg_set(reterr_msg, -ENODEV, "partition %s is not available: %s", part->uuid, part->problem);
+		pthread_mutex_unlock(&p->lock);
+		pthread_mutex_unlock(&p->scan_lock);
+		return r;
+	}
+	snprintf(device, sizeof(device), "%s", part->device);
+	fs = TAKE_PTR(part->fs);
+	part->present = false;
+	set_problem_locked(part, "being adopted");
 	pthread_mutex_unlock(&p->lock);
-	return pool_scan(p);
+	partition_fs_put(fs);
+
+	/* Read-only to read-write is a new mount: XFS cannot turn on quota accounting on a remount. */
+	r = unmount_path(part->mountpoint);
+	if (r < 0)
+		log_warning_errno(r, "partition %s: cannot unmount the read-only mount", part->uuid);
+	r = probe_device(device, &d);
+	if (r < 0 || !d.uuid || !streq(d.uuid, part->uuid)) {
+		r = errmsg_set(reterr_msg, r < 0 ? r : -ENXIO, "partition %s: %s no longer holds it", part->uuid, device);
+		probed_device_done(&d);
+		pthread_mutex_unlock(&p->scan_lock);
+		return r;
+	}
+	r = attach(p, part, &d, true);
+	probed_device_done(&d);
+	pthread_mutex_unlock(&p->scan_lock);
+	if (r < 0) {
+		PartitionInfo info;
+		partition_snapshot(p, part, &info);
+		return errmsg_set(reterr_msg, r, "partition %s could not be mounted read-write: %s", part->uuid,
+				  info.problem);
+	}
+	log_info("partition %s adopted: it may now receive new volumes", part->uuid);
+	return 0;
 }

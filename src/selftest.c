@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "selftest.h"
+#include "util/errmsg.h"
 #include "util/macro.h"
 
 #define UNIT 4096u /* pattern granularity: what one verified "block" is */
@@ -229,10 +230,10 @@ static int xfer_fail(Run *run, int r, const char *phase, bool write, size_t len,
 				write ? "write" : "read", phase, offset, n, len);
 	if (r == -EINVAL)
 		return run_fail(run, r, "O_DIRECT %s refused during %s at offset %" PRIu64 " (%zu bytes, alignment %u): %s",
-				write ? "write" : "read", phase, offset, len, run->res->alignment, strerror(-r));
+				write ? "write" : "read", phase, offset, len, run->res->alignment, errno_str(r));
 	if (r == -ENOSPC)
 		return run_fail(run, r, "no space left on the filesystem during %s at offset %" PRIu64, phase, offset);
-	return run_fail(run, r, "I/O error during %s at offset %" PRIu64 ": %s", phase, offset, strerror(-r));
+	return run_fail(run, r, "I/O error during %s at offset %" PRIu64 ": %s", phase, offset, errno_str(r));
 }
 
 static int alloc_buffer(const Run *run, size_t len, void **ret)
@@ -299,7 +300,7 @@ static int phase_seq_write(Run *run, uint64_t *ret_read_est_ns)
 
 	r = alloc_buffer(run, SELFTEST_SEQ_BLOCK_SIZE, &buf);
 	if (r < 0)
-		return run_fail(run, r, "cannot allocate the I/O buffer: %s", strerror(-r));
+		return run_fail(run, r, "cannot allocate the I/O buffer: %s", errno_str(r));
 
 	for (uint64_t off = 0; off < run->seq_max; off += SELFTEST_SEQ_BLOCK_SIZE) {
 		ssize_t n;
@@ -334,7 +335,7 @@ static int phase_seq_write(Run *run, uint64_t *ret_read_est_ns)
 			/* Read back what is written so far: an estimate of the read rate, and verified data. */
 			r = alloc_buffer(run, SELFTEST_SEQ_BLOCK_SIZE, &rbuf);
 			if (r < 0)
-				return run_fail(run, r, "cannot allocate the I/O buffer: %s", strerror(-r));
+				return run_fail(run, r, "cannot allocate the I/O buffer: %s", errno_str(r));
 			r = seq_read_range(run, rbuf, 0, run->file_bytes, "sequential read", &probe_ns);
 			if (r < 0)
 				return r;
@@ -346,7 +347,7 @@ static int phase_seq_write(Run *run, uint64_t *ret_read_est_ns)
 	r = fdatasync(run->fd) < 0 ? negative_errno() : 0;
 	fsync_ns = now_ns() - t0;
 	if (r < 0)
-		return run_fail(run, r, "I/O error during fdatasync after the sequential write: %s", strerror(-r));
+		return run_fail(run, r, "I/O error during fdatasync after the sequential write: %s", errno_str(r));
 
 	run->res->fdatasync_ms = (double)fsync_ns / (double)NSEC_PER_MSEC;
 	run->res->seq_write_mbps = (double)run->file_bytes / MIB / ((double)(write_ns + fsync_ns) / NSEC_PER_SEC);
@@ -362,7 +363,7 @@ static int phase_seq_read(Run *run)
 
 	r = alloc_buffer(run, SELFTEST_SEQ_BLOCK_SIZE, &buf);
 	if (r < 0)
-		return run_fail(run, r, "cannot allocate the I/O buffer: %s", strerror(-r));
+		return run_fail(run, r, "cannot allocate the I/O buffer: %s", errno_str(r));
 	r = seq_read_range(run, buf, 0, run->file_bytes, "sequential read", &read_ns);
 	if (r < 0)
 		return r;
@@ -451,7 +452,7 @@ static int phase_rand_qd1(Run *run, bool write, uint64_t deadline, double *ret_p
 
 	r = alloc_buffer(run, run->rbs, &buf);
 	if (r < 0)
-		return run_fail(run, r, "cannot allocate the I/O buffer: %s", strerror(-r));
+		return run_fail(run, r, "cannot allocate the I/O buffer: %s", errno_str(r));
 
 	for (uint64_t ops = 0;; ops++) {
 		uint64_t off = rng_below(&rng, nblocks) * run->rbs, t0, t1;
@@ -480,7 +481,8 @@ static int phase_rand_qd1(Run *run, bool write, uint64_t deadline, double *ret_p
 			break;
 	}
 	verify_count_commit(run, &vc);
-	if (r >= 0) {
+	if (r >= 0 && s.n > 0) {
+		/* s.v is NULL when allocation failed: qsort(NULL, 0) is undefined. */
 		qsort(s.v, s.n, sizeof(uint32_t), cmp_u32);
 		*ret_p50 = samples_percentile_ms(&s, 0.50);
 		*ret_p99 = samples_percentile_ms(&s, 0.99);
@@ -594,7 +596,7 @@ static int phase_rand_qdn(Run *run, bool write, double weight, double weights_le
 	r = -pthread_attr_init(&attr);
 	if (r < 0) {
 		free(ph.workers);
-		return run_fail(run, r, "cannot start I/O threads: %s", strerror(-r));
+		return run_fail(run, r, "cannot start I/O threads: %s", errno_str(r));
 	}
 	(void)pthread_attr_setstacksize(&attr, WORKER_STACK_SIZE);
 
@@ -628,7 +630,7 @@ static int phase_rand_qdn(Run *run, bool write, double weight, double weights_le
 
 	if (r < 0) {
 		free(ph.workers);
-		return run_fail(run, r, "cannot start I/O threads: %s", strerror(-r));
+		return run_fail(run, r, "cannot start I/O threads: %s", errno_str(r));
 	}
 
 	for (unsigned i = 0; i < ph.nthreads; i++) {
@@ -636,7 +638,7 @@ static int phase_rand_qdn(Run *run, bool write, double weight, double weights_le
 
 		if (w->error < 0 && r == 0) {
 			if (w->error == -ENOMEM)
-				r = run_fail(run, w->error, "cannot allocate the I/O buffer: %s", strerror(ENOMEM));
+				r = run_fail(run, w->error, "cannot allocate the I/O buffer: %s", errno_str(ENOMEM));
 			else
 				r = xfer_fail(run, w->error, name, write, run->rbs, w->error_offset, w->error_n);
 		}
@@ -702,7 +704,7 @@ static int open_scratch(Run *run, int dirfd)
 			return run_fail(run, -EINVAL, "O_DIRECT is not supported on this filesystem (tmpfs?)");
 		}
 	} else if (r != -EOPNOTSUPP && r != -EISDIR)
-		return run_fail(run, r, "cannot create the scratch file: %s", strerror(-r));
+		return run_fail(run, r, "cannot create the scratch file: %s", errno_str(r));
 
 	/* O_TMPFILE refused: a named file, unlinked right after it is opened. */
 	run->res->named_scratch = true;
@@ -710,7 +712,7 @@ static int open_scratch(Run *run, int dirfd)
 	if (fd == -EINVAL)
 		return run_fail(run, -EINVAL, "O_DIRECT is not supported on this filesystem (tmpfs?)");
 	if (fd < 0)
-		return run_fail(run, fd, "cannot create the scratch file: %s", strerror(-fd));
+		return run_fail(run, fd, "cannot create the scratch file: %s", errno_str(fd));
 	return fd;
 }
 
@@ -756,7 +758,7 @@ static int setup_sizes(Run *run, const SelftestConfig *cfg)
 	uint64_t avail, cap;
 
 	if (fstatvfs(run->fd, &sv) < 0)
-		return run_fail(run, negative_errno(), "cannot query free space: %s", strerror(errno));
+		return run_fail(run, negative_errno(), "cannot query free space: %s", errno_str(errno));
 	avail = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
 
 	run->seq_max = cfg->seq_bytes_max ? cfg->seq_bytes_max : SEQ_MAX_DEFAULT;

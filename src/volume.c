@@ -11,7 +11,6 @@
 #include "util/strutil.h"
 
 static const char *const state_names[_VOLUME_STATE_MAX] = {
-	[VOLUME_CREATING] = "creating",
 	[VOLUME_READY] = "ready",
 	[VOLUME_REMOVING] = "removing",
 };
@@ -152,7 +151,11 @@ static json_t *record_body(const Volume *v, bool with_mounts)
 	json_object_set_new(j, "state", json_string(volume_state_to_string(v->state)));
 	json_object_set_new(j, "options", opts);
 	json_object_set_new(j, "partition_uuid", json_string(v->partition_uuid));
-	json_object_set_new(j, "partition_label", json_string(v->partition_label));
+	{
+		char label[sizeof(v->partition_label) * 4];
+		label_escape(v->partition_label, label, sizeof(label));
+		json_object_set_new(j, "partition_label", json_string(label));
+	}
 	json_object_set_new(j, "created_at", json_integer(v->created_at));
 	if (v->projid)
 		json_object_set_new(j, "projid", json_integer(v->projid));
@@ -176,19 +179,6 @@ static char *body_dump(const Volume *v, bool with_mounts)
 	s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(j);
 	return s;
-}
-
-json_t *volume_record_to_json(const Volume *v, bool with_mounts)
-{
-	_cleanup_free_ char *b = body_dump(v, with_mounts);
-	json_t *j;
-
-	if (!b)
-		return NULL;
-	j = record_body(v, with_mounts);
-	if (j)
-		json_object_set_new(j, "crc", json_integer(crc32c(0, b, strlen(b))));
-	return j;
 }
 
 /*
@@ -321,11 +311,14 @@ int volume_record_parse(const char *buf, size_t len, Volume **ret, char **reterr
 		}
 	}
 	r = copy_short_string(j, "partition_uuid", v->partition_uuid, sizeof(v->partition_uuid), reterr_msg);
-	if (r == 0)
-		r = copy_short_string(j, "partition_label", v->partition_label, sizeof(v->partition_label),
-				      reterr_msg);
 	if (r < 0)
 		goto out;
+	/* Any label mkfs.xfs accepts, escaped (0.1 wrote it raw: printable ASCII round-trips either way). */
+	x = json_object_get(j, "partition_label");
+	if (!json_is_string(x) || label_unescape(json_string_value(x), v->partition_label, sizeof(v->partition_label)) < 0) {
+		r = errmsg_set(reterr_msg, -EUCLEAN, "field 'partition_label' is missing or invalid");
+		goto out;
+	}
 	x = json_object_get(j, "created_at");
 	if (!json_is_integer(x) || json_integer_value(x) < 0) {
 		r = errmsg_set(reterr_msg, -EUCLEAN, "field 'created_at' is missing or invalid");

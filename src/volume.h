@@ -15,8 +15,8 @@
 #define RECORD_VERSION 1
 #define RECORD_SIZE_MAX (256 * 1024)
 
+/* Records are always written "ready"; "removing" is only read, from records of nvmevol 0.1. */
 typedef enum VolumeState {
-	VOLUME_CREATING,
 	VOLUME_READY,
 	VOLUME_REMOVING,
 	_VOLUME_STATE_MAX,
@@ -33,27 +33,36 @@ typedef struct MountRef {
 
 typedef struct Partition Partition;
 
+/*
+ * Locking rule, once a volume is in the registry: name and part never change;
+ * every other field is written only by a thread that holds both the volume's
+ * op_lock and the registry's write lock, so holding either one is enough to
+ * read it. op_lock serialises the slow operations on one volume (mount,
+ * self-test, unmount, remove, admin changes); the registry lock is only held
+ * for memory work. refs is atomic.
+ */
 typedef struct Volume {
 	/* Persisted. */
 	VolumeState state;
 	VolumeOptions opts;
 	char partition_uuid[40];  /* 36 characters */
-	char partition_label[16]; /* XFS labels are at most 12 bytes */
+	char partition_label[16]; /* raw bytes: XFS labels are at most 12; records hold them escaped */
 	int64_t created_at; /* unix seconds */
 	uint32_t projid;    /* XFS project ID, 0 = none */
 	MountRef *mounts;
 	size_t n_mounts;
 
 	/* Runtime. */
-	Partition *part;    /* NULL while the partition is missing */
+	Partition *part;    /* where the record is (or, index only, where it should be); never NULL when registered */
 	char *corrupt;      /* why the record could not be loaded, NULL if fine */
+	bool index_only;    /* known from this host's index only: its partition has not shown its record */
 	bool mounted;
 	char *bind_options; /* verified vfs options of the bind, while mounted */
 	json_t *selftest;   /* last self-test report for Status, or NULL */
 	bool removed;
 	bool indexed;       /* start-up: an index entry exists in the state directory */
 	unsigned refs;
-	pthread_mutex_t op_lock; /* serialises Mount/Unmount/Remove of this volume */
+	pthread_mutex_t op_lock;
 
 	char name[]; /* last: allocated to its length (10,000 volumes, mostly short names) */
 } Volume;
@@ -72,10 +81,9 @@ void volume_mounts_clear(Volume *v);
 bool mount_id_is_valid(const char *id);
 
 /*
- * The record as JSON; @with_mounts=false gives the index form (no counts).
- * A "crc" member covers the canonical encoding of everything else.
+ * The record as a string: canonical JSON with a last "crc" member over the
+ * bytes before it; @with_mounts=false gives the record and index form (no counts).
  */
-json_t *volume_record_to_json(const Volume *v, bool with_mounts);
 char *volume_record_dump(const Volume *v, bool with_mounts);
 
 /* Parses a record or index file; checks version, CRC, name and every field. */

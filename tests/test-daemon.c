@@ -6,6 +6,7 @@
  * owner and mode with stat().
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -49,6 +50,20 @@ static bool exists(const char *path)
 {
 	struct stat st;
 	return lstat(path, &st) == 0;
+}
+
+static bool dir_is_empty(const char *path)
+{
+	struct dirent *de;
+	DIR *d = opendir(path);
+	bool empty = true;
+
+	cr_assert_not_null(d, "%s", path);
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			empty = false;
+	closedir(d);
+	return empty;
 }
 
 static int list_count(void)
@@ -435,18 +450,30 @@ static void rewrite_state(const char *meta, const char *state)
 	volume_unref(v);
 }
 
-Test(daemon, interrupted_create_rolls_back_and_interrupted_remove_rolls_forward)
+Test(daemon, interrupted_create_and_remove_leave_nothing_visible)
 {
-	char meta[600], dir[700], idx[500];
+	char meta[600], dir[700], idx[500], file[800];
+	FILE *f;
 
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"half\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[0].label), 0);
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"dying\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[0].label), 0);
+	testbed_volume_dir(&tb, 0, "dying", dir, sizeof(dir));
+	snprintf(file, sizeof(file), "%s/data", dir);
+	f = fopen(file, "w");
+	cr_assert_not_null(f);
+	fputs("gone", f);
+	fclose(f);
 	testbed_stop(&tb, SIGKILL);
-	/* The crash points: after the "creating" record, and after the "removing" record. */
+	/*
+	 * The crash points: a create that wrote its index entry and directory but not
+	 * its record (the commit point), and a remove that deleted the record (its
+	 * commit point) but had not moved the directory yet. Both are the same on
+	 * disk: index entry + directory, no record.
+	 */
 	snprintf(meta, sizeof(meta), "%s/%s/nvmevol/meta/half.json", tb.parts_root, tb.parts[0].uuid);
-	rewrite_state(meta, "creating");
+	cr_assert_eq(unlink(meta), 0);
 	snprintf(meta, sizeof(meta), "%s/%s/nvmevol/meta/dying.json", tb.parts_root, tb.parts[0].uuid);
-	rewrite_state(meta, "removing");
+	cr_assert_eq(unlink(meta), 0);
 	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0);
 
 	cr_assert_eq(list_count(), 0, "half-created or half-removed volume visible");
@@ -456,9 +483,29 @@ Test(daemon, interrupted_create_rolls_back_and_interrupted_remove_rolls_forward)
 	cr_assert(!exists(dir));
 	snprintf(idx, sizeof(idx), "%s/index/half.json", tb.state);
 	cr_assert(!exists(idx));
-	cr_assert(!exists(meta));
+	snprintf(idx, sizeof(idx), "%s/index/dying.json", tb.state);
+	cr_assert(!exists(idx));
+	/* Rolled back into the trash, not kept as an orphan. */
+	snprintf(dir, sizeof(dir), "%s/%s/nvmevol/quarantine", tb.parts_root, tb.parts[0].uuid);
+	cr_assert(dir_is_empty(dir), "something was quarantined");
 	/* The name is free again. */
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"half\"}"), 0);
+}
+
+/* nvmevol 0.1 wrote "removing" before moving the directory: a failed remove left it so. */
+Test(daemon, legacy_removing_record_with_an_intact_directory_keeps_the_volume)
+{
+	char meta[600], dir[700];
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"old\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[0].label), 0);
+	testbed_stop(&tb, SIGKILL);
+	snprintf(meta, sizeof(meta), "%s/%s/nvmevol/meta/old.json", tb.parts_root, tb.parts[0].uuid);
+	rewrite_state(meta, "removing");
+	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0);
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"old\"}"), 0, "%s", client_err(&rep));
+	cr_assert_str_eq(status_str("state"), "ready");
+	testbed_volume_dir(&tb, 0, "old", dir, sizeof(dir));
+	cr_assert(exists(dir));
 }
 
 Test(daemon, second_instance_on_the_same_state_is_refused)

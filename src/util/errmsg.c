@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "util/errmsg.h"
 
@@ -24,4 +25,12 @@ int errmsg_set(char **reterr_msg, int r, const char *fmt, ...)
 	r = errmsg_setv(reterr_msg, r, fmt, ap);
 	va_end(ap);
 	return r;
+}
+
+const char *errno_str(int err)
+{
+	static const char *const unknown = "unknown error";
+	const char *s = strerrordesc_np(err < 0 ? -err : err);
+
+	return s ? s : unknown;
 }

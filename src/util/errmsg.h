@@ -13,3 +13,9 @@
  */
 int errmsg_set(char **reterr_msg, int r, const char *fmt, ...) _printf_(3, 4);
 int errmsg_setv(char **reterr_msg, int r, const char *fmt, va_list ap) _printf_(3, 0);
+
+/*
+ * The text of an errno value, positive or negative (strerrordesc_np: a static
+ * string, safe in any thread, unlike strerror()). "error N" for unknown values.
+ */
+const char *errno_str(int err);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <dirent.h>
+#include <linux/limits.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdint.h>
@@ -188,6 +189,29 @@ int mkdirat_exist_ok(int dirfd, const char *name, mode_t mode)
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
 	return 0;
+}
+
+int mkdir_p_open(const char *path, mode_t mode, int *ret_fd)
+{
+	char buf[PATH_MAX];
+	int r;
+
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return -ENAMETOOLONG;
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		r = mkdirat_exist_ok(AT_FDCWD, buf, 0755);
+		*p = '/';
+		if (r < 0)
+			return r;
+	}
+	r = mkdirat_exist_ok(AT_FDCWD, buf, mode);
+	if (r < 0)
+		return r;
+	*ret_fd = open(buf, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	return *ret_fd < 0 ? negative_errno() : 0;
 }
 
 static int rm_rf_children_depth(int dirfd, dev_t dev, unsigned depth)

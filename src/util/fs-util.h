@@ -38,6 +38,9 @@ int openat_beneath(int dirfd, const char *path, int flags, mode_t mode);
 /* mkdirat() that accepts an existing real directory (never a symlink). */
 int mkdirat_exist_ok(int dirfd, const char *name, mode_t mode);
 
+/* mkdir -p of the absolute @path (parents 0755, the last one @mode), then opens it O_DIRECTORY|O_NOFOLLOW. */
+int mkdir_p_open(const char *path, mode_t mode, int *ret_fd);
+
 /*
  * Removes everything inside the directory @dirfd: no symlink is followed,
  * no mount boundary (st_dev change) is crossed; a mount point found inside

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "util/errmsg.h"
 #include "util/log.h"
 
 static LogLevel current_level = LOG_LEVEL_INFO;
@@ -19,11 +20,6 @@ void log_set_level(LogLevel level)
 {
 	if (level >= 0 && level < _LOG_LEVEL_MAX)
 		current_level = level;
-}
-
-LogLevel log_get_level(void)
-{
-	return current_level;
 }
 
 LogLevel log_level_from_string(const char *s)
@@ -59,7 +55,7 @@ int log_internal(LogLevel level, int err, const char *fmt, ...)
 		/* One write per line so concurrent threads do not interleave. */
 		if (abs_err)
 			fprintf(out, "%s.%03ldZ nvmevol %s: %s: %s\n", stamp, ts.tv_nsec / 1000000,
-				level_names[level], msg, strerror(abs_err));
+				level_names[level], msg, errno_str(abs_err));
 		else
 			fprintf(out, "%s.%03ldZ nvmevol %s: %s\n", stamp, ts.tv_nsec / 1000000,
 				level_names[level], msg);

@@ -16,7 +16,6 @@ typedef enum LogLevel {
 /* Warnings and errors go to stderr, the rest to stdout; both line-buffered. */
 void log_setup(void);
 void log_set_level(LogLevel level);
-LogLevel log_get_level(void);
 LogLevel log_level_from_string(const char *s);
 
 /* Logs and returns -abs(err) so callers can "return log_error_errno(r, ...)". */

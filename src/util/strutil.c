@@ -170,3 +170,99 @@ uint32_t crc32c(uint32_t crc, const void *buf, size_t len)
 		crc = (crc >> 8) ^ crc32c_table[(crc ^ *p++) & 0xffu];
 	return ~crc;
 }
+
+size_t utf8_sequence_length(const unsigned char *s, size_t avail)
+{
+	uint32_t cp;
+	size_t n;
+
+	if (avail == 0)
+		return 0;
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		n = 2, cp = s[0] & 0x1f;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		n = 3, cp = s[0] & 0x0f;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		n = 4, cp = s[0] & 0x07;
+	else
+		return 0;
+	if (avail < n)
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (s[i] & 0x3f);
+	}
+	/* Overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8. */
+	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return n;
+}
+
+void label_escape(const char *raw, char *buf, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)raw;
+	size_t avail = strlen(raw), o = 0;
+
+	if (len == 0)
+		return;
+	while (avail > 0) {
+		size_t n = utf8_sequence_length(p, avail);
+		char tmp[8];
+		size_t tn;
+
+		if (n == 1 && *p >= 0x20 && *p != 0x7f && *p != '\\')
+			tmp[0] = (char)*p, tn = 1;
+		else if (n == 1 && *p == '\\')
+			tmp[0] = tmp[1] = '\\', tn = 2;
+		else if (n > 1)
+			memcpy(tmp, p, n), tn = n;
+		else
+			tn = (size_t)snprintf(tmp, sizeof(tmp), "\\x%02x", *p), n = 1;
+		if (o + tn >= len)
+			break;
+		memcpy(buf + o, tmp, tn);
+		o += tn;
+		p += n;
+		avail -= n;
+	}
+	buf[o] = '\0';
+}
+
+static int hex_value(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int label_unescape(const char *esc, char *buf, size_t len)
+{
+	size_t o = 0;
+
+	for (const char *p = esc; *p;) {
+		char c;
+
+		if (*p != '\\')
+			c = *p++;
+		else if (p[1] == '\\')
+			c = '\\', p += 2;
+		else if (p[1] == 'x' && hex_value(p[2]) >= 0 && hex_value(p[3]) >= 0 && (hex_value(p[2]) | hex_value(p[3])))
+			c = (char)(hex_value(p[2]) * 16 + hex_value(p[3])), p += 4;
+		else
+			return -EINVAL;
+		if (o + 1 >= len)
+			return -ENAMETOOLONG;
+		buf[o++] = c;
+	}
+	if (len == 0)
+		return -ENAMETOOLONG;
+	buf[o] = '\0';
+	return 0;
+}

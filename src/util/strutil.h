@@ -21,4 +21,16 @@ void format_size(uint64_t bytes, char *buf, size_t len);
 
 bool string_is_printable_ascii(const char *s);
 
+/* Length of the valid UTF-8 sequence at @s (1 to 4), or 0 if it is not one (overlong, surrogate, truncated). */
+size_t utf8_sequence_length(const unsigned char *s, size_t avail);
+
+/*
+ * A filesystem label (any bytes, as mkfs.xfs -L accepts them) as printable UTF-8:
+ * valid UTF-8 at or above U+0020 is kept, '\\' is doubled, every other byte becomes
+ * "\\xNN". Truncates to @len. label_unescape() gives the bytes back (-EINVAL on a
+ * malformed escape, -ENAMETOOLONG if they do not fit in @len with the NUL).
+ */
+void label_escape(const char *raw, char *buf, size_t len);
+int label_unescape(const char *esc, char *buf, size_t len);
+
 uint32_t crc32c(uint32_t crc, const void *buf, size_t len);

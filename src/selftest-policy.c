@@ -8,8 +8,10 @@
 #include <time.h>
 
 #include "manager-internal.h"
+#include "registry.h"
 #include "selftest-report.h"
 #include "selftest.h"
+#include "util/errmsg.h"
 #include "util/log.h"
 #include "util/macro.h"
 
@@ -27,12 +29,15 @@ static uint64_t now_mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-void selftest_clean_partition(Partition *part)
+void selftest_policy_clean_scratch(PartitionFs *fs, const char *partition_uuid)
 {
-	int n = selftest_clean_scratch(part->scratch_fd);
+	int n;
 
+	if (fs->scratch_fd < 0 || fs->read_only)
+		return;
+	n = selftest_clean_scratch(fs->scratch_fd);
 	if (n > 0)
-		log_info("partition %s: removed %d self-test scratch file(s) left by a crash", part->label, n);
+		log_info("partition %s: removed %d self-test scratch file(s) left by a crash", partition_uuid, n);
 }
 
 static json_t *thresholds_json(const SelftestThresholds *t)
@@ -52,16 +57,28 @@ static json_t *thresholds_json(const SelftestThresholds *t)
 
 static void set_report(Manager *m, Volume *v, json_t *report)
 {
-	pthread_rwlock_wrlock(&m->reg_lock);
+	registry_write_lock(m->reg);
 	json_decref(v->selftest);
 	v->selftest = report;
-	pthread_rwlock_unlock(&m->reg_lock);
+	registry_unlock(m->reg);
 }
 
-int selftest_before_mount(Manager *m, Volume *v, char **reterr_msg)
+static void skip(Manager *m, Volume *v, SelftestPolicy policy, const char *why)
+{
+	json_t *report = json_object();
+
+	json_object_set_new(report, "policy", json_string(selftest_policy_to_string(policy)));
+	json_object_set_new(report, "verdict", json_string("skipped"));
+	json_object_set_new(report, "message", json_string(why));
+	set_report(m, v, report);
+}
+
+int selftest_policy_before_mount(Manager *m, Volume *v, PartitionFs *fs, char **reterr_msg)
 {
 	SelftestPolicy policy = v->opts.selftest != SELFTEST_POLICY_UNSET ? v->opts.selftest : m->cfg->selftest;
 	Partition *part = v->part;
+	PartitionInfo info;
+	char pname[PARTITION_NAME_MAX];
 	SelftestCache *cache;
 	SelftestResult res;
 	SelftestVerdict verdict;
@@ -80,6 +97,14 @@ int selftest_before_mount(Manager *m, Volume *v, char **reterr_msg)
 		return 0;
 	}
 
+	partition_snapshot(m->pool, part, &info);
+	partition_display_name(&info, pname, sizeof(pname));
+	if (fs->read_only || fs->scratch_fd < 0) {
+		/* Not adopted yet: nothing may be written there, not even a scratch file. */
+		skip(m, v, policy, "partition is read-only (not adopted): not measured");
+		return 0;
+	}
+
 	/* One run per partition: a second Mount waits here, then reuses the fresh result. */
 	pthread_mutex_lock(&part->selftest_lock);
 	cache = part->selftest_cache;
@@ -90,29 +115,25 @@ int selftest_before_mount(Manager *m, Volume *v, char **reterr_msg)
 	} else {
 		SelftestConfig sc = {
 			.budget_ms = m->cfg->selftest_budget_ms,
-			.block_align = part->logical_sector_size,
+			.block_align = info.logical_sector_size,
 		};
-		r = selftest_run(part->scratch_fd, &sc, &res, &msg);
+		r = selftest_run(fs->scratch_fd, &sc, &res, &msg);
 		if (r == -ENOSPC || r == -EDQUOT) {
 			/*
 			 * A full partition cannot be measured; refusing the mount would also keep
 			 * the user from the container that could free space. Mount, and say so.
 			 */
 			pthread_mutex_unlock(&part->selftest_lock);
-			report = json_object();
-			json_object_set_new(report, "policy", json_string(selftest_policy_to_string(policy)));
-			json_object_set_new(report, "verdict", json_string("skipped"));
-			json_object_set_new(report, "message", json_string("partition full: no room for the self-test's scratch file"));
-			set_report(m, v, report);
-			log_warning("volume %s: partition %s is full; self-test skipped", v->name, part->label);
+			skip(m, v, policy, "partition full: no room for the self-test's scratch file");
+			log_warning("volume %s: partition %s is full; self-test skipped", v->name, pname);
 			return 0;
 		}
 		if (r < 0) {
 			pthread_mutex_unlock(&part->selftest_lock);
-			log_error("volume %s: self-test of partition %s failed: %s", v->name, part->label,
-				  msg ? msg : strerror(-r));
+			log_error("volume %s: self-test of partition %s failed: %s", v->name, pname,
+				  msg ? msg : errno_str(r));
 			return errmsg_set(reterr_msg, r, "volume %s: self-test of partition %s failed: %s", v->name,
-				       part->label, msg ? msg : strerror(-r));
+				       pname, msg ? msg : errno_str(r));
 		}
 		if (res.verify_errors == 0) {
 			if (!cache)
@@ -153,13 +174,13 @@ int selftest_before_mount(Manager *m, Volume *v, char **reterr_msg)
 
 	if (verdict == SELFTEST_VERDICT_DATA_ERROR)
 		return errmsg_set(reterr_msg, -EIO, "volume %s: self-test of partition %s read back wrong data (%llu bad block(s)); refusing to mount: %s",
-			       v->name, part->label, (unsigned long long)res.verify_errors, msg ? msg : "");
+			       v->name, pname, (unsigned long long)res.verify_errors, msg ? msg : "");
 	if (verdict == SELFTEST_VERDICT_BELOW_THRESHOLD) {
 		if (policy == SELFTEST_POLICY_ENFORCE)
 			return errmsg_set(reterr_msg, -EIO, "volume %s: partition %s is below the volume's thresholds (selftest=enforce): %s",
-				       v->name, part->label, msg ? msg : "");
+				       v->name, pname, msg ? msg : "");
 		log_warning("volume %s: partition %s is below the volume's thresholds (selftest=warn, mounting anyway): %s",
-			    v->name, part->label, msg ? msg : "");
+			    v->name, pname, msg ? msg : "");
 	}
 	log_info("volume %s: self-test %s%s: write %.0f MiB/s, read %.0f MiB/s, %.0f/%.0f IOPS, p99 %.2f/%.2f ms",
 		 v->name, selftest_verdict_to_string(verdict), cached ? " (cached)" : "", res.seq_write_mbps,

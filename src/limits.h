@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Size limits of volumes (size=, inodes=): one XFS project ID per volume
+ * directory, inherited by everything created below it, with hard limits.
+ * Policy over quota.c (the kernel interface). Project IDs are allocated per
+ * partition, lowest free first; an ID is free once no live volume, shadowed
+ * record or trash entry carries it. A new volume always sets both limits of
+ * its ID, so a stale limit left on a free ID never matters (and nothing has
+ * to clear limits after a delete, which could race with a new volume).
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "options.h"
+#include "pool.h"
+#include "registry.h"
+#include "volume.h"
+
+bool limits_wanted(const VolumeOptions *o);
+/* -EOPNOTSUPP with advice when @o asks for limits that @fs cannot enforce. */
+int limits_check_create(PartitionFs *fs, const char *partition_name, const VolumeOptions *o, char **reterr_msg);
+/* Allocates @v's project ID on its partition and applies it and the limits to @dirfd (the new directory). */
+int limits_apply_new(Registry *reg, PartitionFs *fs, Volume *v, int dirfd, char **reterr_msg);
+/* Clears the limits of an ID that a failed create had set. */
+void limits_release(PartitionFs *fs, uint32_t projid);
+/* The "quota" object of Status: ID, limits, usage from quota accounting. NULL when the volume has none. */
+json_t *limits_status(PartitionFs *fs, const VolumeOptions *o, uint32_t projid);
+/* Start-up: gives a volume with limits its ID and limits again if they went missing. */
+int limits_repair(Registry *reg, PartitionFs *fs, Volume *v, bool *ret_changed);

@@ -1,0 +1,135 @@
+/* SPDX-License-Identifier: MIT */
+/* What `docker volume inspect` shows: the Volume object of Get, Status included. */
+#include <fcntl.h>
+#include <linux/limits.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "limits.h"
+#include "manager-internal.h"
+#include "util/macro.h"
+#include "util/strutil.h"
+
+static const char *volume_condition(const Volume *v, const PartitionInfo *info)
+{
+	if (v->corrupt)
+		return "record-unreadable";
+	if (!info->present)
+		return "partition-missing";
+	return v->mounted ? "mounted" : "ready";
+}
+
+static json_t *partition_json(const Volume *v, const PartitionInfo *info, PartitionFs *fs)
+{
+	char label[PARTITION_NAME_MAX];
+	json_t *p = json_object();
+
+	/* The live label when the partition is known to this run, else the one the record remembers. */
+	label_escape(info->label[0] ? info->label : v->partition_label, label, sizeof(label));
+	json_object_set_new(p, "label", json_string(label));
+	json_object_set_new(p, "uuid", json_string(v->partition_uuid));
+	if (info->device[0])
+		json_object_set_new(p, "device", json_string(info->device));
+	json_object_set_new(p, "present", json_boolean(info->present));
+	if (!info->present) {
+		json_object_set_new(p, "problem", json_string(info->problem[0] ? info->problem : "not detected"));
+		return p;
+	}
+	json_object_set_new(p, "adopted", json_boolean(info->adopted));
+	if (!info->adopted)
+		json_object_set_new(p, "problem", json_string("appeared after the plugin started: read-only until "
+							      "'nvmevol partition adopt' or a plugin restart"));
+	json_object_set_new(p, "mount_options", json_string(info->verified_options));
+	json_object_set_new(p, "project_quota", json_boolean(info->quota));
+	if (fs) {
+		uint64_t free_b = 0, total_b = 0;
+		if (partition_fs_free_bytes(fs, &free_b, &total_b) == 0) {
+			json_object_set_new(p, "size_bytes", json_integer((json_int_t)total_b));
+			json_object_set_new(p, "free_bytes", json_integer((json_int_t)free_b));
+		}
+	}
+	return p;
+}
+
+static void add_owner(json_t *status, const char *name, PartitionFs *fs)
+{
+	struct stat st;
+	char buf[32];
+
+	/* The real owner and mode, not just what was asked: the container may have changed them. */
+	if (!fs || fs->volumes_fd < 0 || fstatat(fs->volumes_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISDIR(st.st_mode))
+		return;
+	snprintf(buf, sizeof(buf), "%u:%u", (unsigned)st.st_uid, (unsigned)st.st_gid);
+	json_object_set_new(status, "owner", json_string(buf));
+	snprintf(buf, sizeof(buf), "%04o", (unsigned)(st.st_mode & 07777));
+	json_object_set_new(status, "mode", json_string(buf));
+}
+
+static void add_conflict(Volume *shadow, void *userdata)
+{
+	json_t *arr = userdata;
+
+	json_array_append_new(arr, json_pack("{s:s,s:s}", "partition_uuid", shadow->partition_uuid, "message",
+					     "a volume of the same name exists on this partition too; it is not served "
+					     "while this one is (rename or remove one copy, e.g. after detaching a disk)"));
+}
+
+json_t *manager_volume_json(Manager *m, Volume *v)
+{
+	json_t *j = json_object(), *status = NULL, *conflicts = json_array(), *quota;
+	char stamp[40], path[PATH_MAX];
+	VolumeOptions opts;
+	uint32_t projid;
+	PartitionInfo info;
+	PartitionFs *fs;
+
+	if (!j || !conflicts) {
+		json_decref(j);
+		json_decref(conflicts);
+		return NULL;
+	}
+	/* Pool first, registry second: the pool mutex is never held while taking the registry lock. */
+	partition_snapshot(m->pool, v->part, &info);
+	fs = partition_fs_get(m->pool, v->part);
+
+	registry_read_lock(m->reg);
+	json_object_set_new(j, "Name", json_string(v->name));
+	if (v->mounted) {
+		bind_path(m->binds, v->name, path, sizeof(path));
+		json_object_set_new(j, "Mountpoint", json_string(path));
+	}
+	if (v->created_at > 0) {
+		format_rfc3339(v->created_at, stamp, sizeof(stamp));
+		json_object_set_new(j, "CreatedAt", json_string(stamp));
+	}
+	status = json_object();
+	json_object_set_new(j, "Status", status);
+	json_object_set_new(status, "state", json_string(volume_condition(v, &info)));
+	if (v->corrupt)
+		json_object_set_new(status, "problem", json_string(v->corrupt));
+	json_object_set_new(status, "partition", partition_json(v, &info, fs));
+	json_object_set_new(status, "options", volume_options_to_json(&v->opts));
+	json_object_set_new(status, "created_at", json_string(v->created_at > 0 ? stamp : ""));
+	json_object_set_new(status, "mount_count", json_integer(volume_mount_total(v)));
+	if (v->mounted && v->bind_options)
+		json_object_set_new(status, "mount_options", json_string(v->bind_options));
+	if (v->selftest)
+		json_object_set_new(status, "selftest", json_deep_copy(v->selftest));
+	registry_foreach_shadow_locked(m->reg, v->name, add_conflict, conflicts);
+	opts = v->opts;
+	projid = v->projid;
+	registry_unlock(m->reg);
+
+	/* I/O outside the registry lock: a stat of the directory, one quotactl. */
+	add_owner(status, v->name, fs);
+	quota = limits_status(fs, &opts, projid);
+	if (quota)
+		json_object_set_new(status, "quota", quota);
+	if (json_array_size(conflicts) > 0)
+		json_object_set_new(status, "conflicts", conflicts);
+	else
+		json_decref(conflicts);
+	partition_fs_put(fs);
+	return j;
+}
