@@ -17,7 +17,7 @@
 #include "util/macro.h"
 
 #define RESCAN_INTERVAL_MS 1000
-/* Docker asks every driver's Get for a name it does not know: keep those rescans rare. */
+/* Docker asks every driver's Get for a name it does not know: rescan then only if devices changed, or rarely. */
 #define GET_MISS_RESCAN_INTERVAL_MS 5000
 
 int manager_new(const Config *cfg, Manager **ret)
@@ -64,14 +64,18 @@ size_t manager_count(Manager *m)
 	return registry_count(m->reg);
 }
 
-/* Rescans the pool unless a scan ran within @interval_ms, and loads the volumes of what it attached. */
+/*
+ * Rescans the pool if the kernel's devices changed since the last scan or no
+ * scan ran within @interval_ms, and loads the volumes of what it attached.
+ */
 static void rescan(Manager *m, unsigned interval_ms)
 {
 	_cleanup_free_ Partition **attached = NULL;
 	size_t n = 0;
 
 	pthread_mutex_lock(&m->rescan_lock);
-	if (pool_scan_is_stale(m->pool, interval_ms) && pool_scan(m->pool, &attached, &n) == 0 && n > 0)
+	if ((pool_devices_changed(m->pool) || pool_scan_is_stale(m->pool, interval_ms)) &&
+	    pool_scan(m->pool, &attached, &n) == 0 && n > 0)
 		manager_load_attached(m, attached, n);
 	pthread_mutex_unlock(&m->rescan_lock);
 }
@@ -701,8 +705,8 @@ int manager_get(Manager *m, const char *name, json_t **ret_volume, char **reterr
 	if (!volume_name_is_valid(name))
 		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
 	v = registry_lookup(m->reg, name);
-	if (!v && pool_scan_is_stale(m->pool, GET_MISS_RESCAN_INTERVAL_MS)) {
-		/* A disk attached since the last scan may hold it. */
+	if (!v) {
+		/* A disk attached since the last scan may hold it (a new device: at once; a relabel: within 5 s). */
 		rescan(m, GET_MISS_RESCAN_INTERVAL_MS);
 		v = registry_lookup(m->reg, name);
 	}

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/mount.h>
 #include <stdarg.h>
@@ -32,6 +33,7 @@ struct Pool {
 	Partition **parts;
 	size_t n;
 	uint64_t last_scan_ms;
+	uint32_t devices_crc; /* of /proc/partitions when the last scan began */
 	bool scanned; /* the first scan is done: later ones apply the trust rule */
 };
 
@@ -698,14 +700,66 @@ static int push_partition(Partition ***arr, size_t *n, Partition *part)
 	return 0;
 }
 
+/*
+ * A fingerprint of the block devices the kernel knows: /proc/partitions, and
+ * each disk's diskseq, which changes when a device is re-attached even with
+ * the same name and size (a loop device bound again). A few dozen reads.
+ */
+static uint32_t devices_fingerprint(void)
+{
+	_cleanup_free_ char *buf = NULL;
+	_cleanup_close_ int sys = -EBADF;
+	struct dirent *de;
+	uint32_t crc = 0;
+	size_t len = 0;
+	DIR *d;
+
+	if (read_file_at(AT_FDCWD, "/proc/partitions", 1 << 20, &buf, &len) == 0)
+		crc = crc32c(crc, buf, len);
+	sys = open("/sys/block", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	d = sys >= 0 ? opendir_fd(sys) : NULL;
+	while (d && (de = readdir(d))) {
+		_cleanup_close_ int fd = -EBADF;
+		char path[NAME_MAX + 16], seq[32];
+		ssize_t n;
+
+		if (de->d_name[0] == '.')
+			continue;
+		/* sysfs files claim a size of 4096: read them directly. */
+		snprintf(path, sizeof(path), "%s/diskseq", de->d_name);
+		fd = openat(sys, path, O_RDONLY | O_CLOEXEC);
+		n = fd >= 0 ? read(fd, seq, sizeof(seq)) : -1;
+		if (n > 0) {
+			crc = crc32c(crc, de->d_name, strlen(de->d_name));
+			crc = crc32c(crc, seq, (size_t)n);
+		}
+	}
+	if (d)
+		closedir(d);
+	return crc;
+}
+
+bool pool_devices_changed(Pool *p)
+{
+	uint32_t crc = devices_fingerprint();
+	bool changed;
+
+	pthread_mutex_lock(&p->lock);
+	changed = !p->scanned || crc != p->devices_crc;
+	pthread_mutex_unlock(&p->lock);
+	return changed;
+}
+
 int pool_scan(Pool *p, Partition ***ret_attached, size_t *ret_n)
 {
+	uint32_t crc;
 	_cleanup_free_ Partition **seen = NULL, **attached = NULL;
 	size_t n_seen = 0, n_attached = 0, n = 0;
 	ProbedDevice *devs = NULL;
 	int r;
 
 	pthread_mutex_lock(&p->scan_lock);
+	crc = devices_fingerprint();
 	r = probe_scan(p->cfg->label_prefix, p->cfg->devices, p->cfg->n_devices, &devs, &n);
 	if (r < 0) {
 		pthread_mutex_unlock(&p->scan_lock);
@@ -778,6 +832,7 @@ int pool_scan(Pool *p, Partition ***ret_attached, size_t *ret_n)
 
 	pthread_mutex_lock(&p->lock);
 	p->last_scan_ms = now_ms();
+	p->devices_crc = crc;
 	p->scanned = true;
 	pthread_mutex_unlock(&p->lock);
 	pthread_mutex_unlock(&p->scan_lock);

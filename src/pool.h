@@ -98,6 +98,8 @@ Pool *pool_free(Pool *p);
 int pool_scan(Pool *p, Partition ***ret_attached, size_t *ret_n);
 /* True if no scan ran in the last @min_interval_ms (the caller then scans). */
 bool pool_scan_is_stale(Pool *p, unsigned min_interval_ms);
+/* True if the kernel's block devices (/proc/partitions) changed since the last scan: a cheap check. */
+bool pool_devices_changed(Pool *p);
 
 size_t pool_size(Pool *p);
 Partition *pool_get(Pool *p, size_t i);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "trash.h"
 #include "util/errmsg.h"
@@ -72,6 +73,14 @@ static void *worker(void *arg)
 			log_debug("partition %s: trash/%s deleted", j->uuid, j->entry);
 		(void)fsync(j->fs->trash_fd);
 		job_free(j);
+#if defined(NVMEVOL_TEST_HOOKS) && NVMEVOL_TEST_HOOKS
+		{
+			/* Tests widen the window after a deletion (a slow trash, a race with a new volume). */
+			const char *e = getenv("NVMEVOL_TEST_TRASH_PAUSE_MS");
+			if (e)
+				usleep((useconds_t)atoi(e) * 1000);
+		}
+#endif
 
 		pthread_mutex_lock(&t->lock);
 		t->busy = false;

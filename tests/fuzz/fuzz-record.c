@@ -8,7 +8,7 @@
  * Input: the file's bytes, as read_file_at() would return them.
  *
  * Exercised: volume_record_parse (jansson, version and CRC check, every
- * field, options, mount counts), volume_record_dump, volume_record_to_json,
+ * field, options, mount counts, escaped labels), volume_record_dump,
  * volume_unref. Pure code: nothing touches a filesystem.
  *
  * Property checked beyond "no crash": an accepted record is written back

@@ -1,0 +1,417 @@
+/*
+ * Regressions of the correctness review (issue 10), each against the real
+ * daemon on real loop XFS: a failed Remove, a non-ASCII label, a partition
+ * attached while running (and the trust rule for it), concurrent Get during
+ * rescans, the trash worker at start-up and at shutdown, the same name on two
+ * partitions, nosuid/nodev, forgetting a volume whose disk is gone.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "helpers/testbed.h"
+#include "volume.h"
+
+static Testbed tb;
+static ClientReply rep;
+static const char *const selftest_off[] = { "NVMEVOL_SELFTEST=off", NULL };
+
+static void setup2(void)
+{
+	testbed_require_root();
+	testbed_setup(&tb, 2, selftest_off);
+}
+
+static void teardown(void)
+{
+	client_reply_done(&rep);
+	testbed_destroy(&tb);
+}
+
+TestSuite(regress, .init = setup2, .fini = teardown, .timeout = 120);
+
+static json_t *status_obj(const char *key)
+{
+	return json_object_get(json_object_get(json_object_get(rep.json, "Volume"), "Status"), key);
+}
+
+static const char *status_str(const char *key)
+{
+	return json_string_value(status_obj(key));
+}
+
+static bool exists(const char *path)
+{
+	struct stat st;
+	return lstat(path, &st) == 0;
+}
+
+static int count_entries(const char *path)
+{
+	struct dirent *de;
+	DIR *d = opendir(path);
+	int n = 0;
+
+	cr_assert_not_null(d, "%s: %s", path, strerror(errno));
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			n++;
+	closedir(d);
+	return n;
+}
+
+static void write_file(const char *path, const char *content)
+{
+	FILE *f = fopen(path, "w");
+
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	fputs(content, f);
+	fclose(f);
+}
+
+static void part_path(int i, const char *rest, char *buf, size_t len)
+{
+	snprintf(buf, len, "%s/%s/nvmevol/%s", tb.parts_root, tb.parts[i].uuid, rest);
+}
+
+static void set_immutable(const char *path, bool on)
+{
+	int fd = open(path, O_RDONLY | O_DIRECTORY), flags = 0;
+
+	cr_assert_geq(fd, 0, "%s", path);
+	cr_assert_eq(ioctl(fd, FS_IOC_GETFLAGS, &flags), 0);
+	flags = on ? flags | FS_IMMUTABLE_FL : flags & ~FS_IMMUTABLE_FL;
+	cr_assert_eq(ioctl(fd, FS_IOC_SETFLAGS, &flags), 0, "chattr: %s", strerror(errno));
+	close(fd);
+}
+
+static void restart(const char *const *env)
+{
+	testbed_stop(&tb, SIGTERM);
+	cr_assert_eq(testbed_start(&tb, env ? env : selftest_off), 0, "daemon did not start again");
+}
+
+/* Takes partition @i away as a hot-unplug would: unmounted (the daemon is stopped) and the loop detached. */
+static void unplug(int i)
+{
+	char mp[400];
+
+	testbed_part_mountpoint(&tb, i, mp, sizeof(mp));
+	(void)umount2(mp, MNT_DETACH);
+	cr_assert_eq(testbed_detach(&tb, i), 0);
+}
+
+/* Bug 1: a Remove that fails leaves the volume exactly as it was, and the next start keeps it. */
+Test(regress, failed_remove_changes_nothing_and_the_volume_survives_restart)
+{
+	char dir[700], file[800], rec[700], idx[500];
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"stay\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[0].label), 0);
+	testbed_volume_dir(&tb, 0, "stay", dir, sizeof(dir));
+	snprintf(file, sizeof(file), "%s/data", dir);
+	write_file(file, "precious");
+	/* An immutable directory cannot be renamed: the move to the trash fails (EPERM). */
+	set_immutable(dir, true);
+	cr_assert_neq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"stay\"}"), 0, "Remove of an immutable directory succeeded");
+	cr_assert(strstr(client_err(&rep), "not permitted"), "%s", client_err(&rep));
+
+	part_path(0, "meta/stay.json", rec, sizeof(rec));
+	snprintf(idx, sizeof(idx), "%s/index/stay.json", tb.state);
+	cr_assert(exists(rec) && exists(idx) && exists(file), "a failed Remove changed the state");
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"stay\"}"), 0);
+	cr_assert_str_eq(status_str("state"), "ready");
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"stay\",\"ID\":\"m\"}"), 0, "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"stay\",\"ID\":\"m\"}"), 0);
+
+	restart(NULL);
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"stay\"}"), 0, "the volume is gone after a restart: %s",
+		     client_err(&rep));
+	cr_assert_str_eq(status_str("state"), "ready");
+	cr_assert(exists(file), "its data is gone");
+	set_immutable(dir, false);
+	cr_assert_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"stay\"}"), 0, "%s", client_err(&rep));
+	cr_assert(!exists(rec) && !exists(dir));
+}
+
+/* Bug 2: any label mkfs.xfs accepts round-trips through records. */
+Test(regress, non_ascii_and_invalid_utf8_labels_round_trip)
+{
+	static const char *const suffixes[] = { "\xc3\xbc", "\xff\x01" }; /* "ü", then invalid UTF-8 and a control byte */
+
+	for (size_t k = 0; k < 2; k++) {
+		char label[32], image[600], name[16];
+
+		snprintf(label, sizeof(label), "%s%s", tb.prefix, suffixes[k]);
+		testbed_stop(&tb, SIGTERM);
+		unplug(1);
+		snprintf(image, sizeof(image), "%s", tb.parts[1].image);
+		cr_assert_eq(RUN("xfs_admin", "-L", label, image), 0, "xfs_admin -L refused the label");
+		cr_assert_eq(testbed_attach(&tb, 1), 0);
+		cr_assert_eq(testbed_start(&tb, selftest_off), 0);
+
+		snprintf(name, sizeof(name), "lbl%zu", k);
+		cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"%s\",\"Opts\":{\"partition\":\"%s\"}}", name,
+				     tb.parts[1].uuid), 0, "%s", client_err(&rep));
+		restart(NULL);
+		cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"%s\"}", name), 0, "%s", client_err(&rep));
+		cr_assert_str_eq(status_str("state"), "ready", "record unreadable after a restart with label %zu", k);
+		const char *shown = json_string_value(json_object_get(status_obj("partition"), "label"));
+		cr_assert_not_null(shown);
+		if (k == 0)
+			cr_assert_str_eq(shown + strlen(tb.prefix), "\xc3\xbc");
+		else
+			cr_assert_str_eq(shown + strlen(tb.prefix), "\\xff\\x01");
+	}
+}
+
+/*
+ * Bug 3 and the trust rule: a partition attached while the daemon runs, that
+ * this host never used: its volumes appear without a restart, read-only; it
+ * gets no new volumes until adopted (here: by a restart); and a Create of a
+ * name that exists on it never touches that volume's record.
+ */
+Test(regress, partition_attached_while_running_is_loaded_read_only_and_never_clobbered)
+{
+	char dir[700], file[800], rec[700], idx[500], mp[400];
+	char *line;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"hp\",\"Opts\":{\"partition\":\"%s\",\"uid\":\"5\"}}",
+			     tb.parts[1].label), 0);
+	testbed_volume_dir(&tb, 1, "hp", dir, sizeof(dir));
+	snprintf(file, sizeof(file), "%s/data", dir);
+	write_file(file, "from another host");
+	testbed_stop(&tb, SIGTERM);
+	unplug(1);
+	/* This host never knew it: a disk brought from elsewhere. */
+	snprintf(idx, sizeof(idx), "%s/index/hp.json", tb.state);
+	cr_assert_eq(unlink(idx), 0);
+	cr_assert_eq(testbed_start(&tb, selftest_off), 0);
+	cr_assert_neq(tb_call(&tb, "Get", &rep, "{\"Name\":\"hp\"}"), 0);
+
+	cr_assert_eq(testbed_attach(&tb, 1), 0);
+	/* Get of a name it does not know rescans when the kernel's devices changed. */
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"hp\"}"), 0, "volume on the attached disk not found: %s",
+		     client_err(&rep));
+	cr_assert_str_eq(status_str("state"), "ready");
+	cr_assert(json_is_false(json_object_get(status_obj("partition"), "adopted")));
+	cr_assert_eq(tb_call(&tb, "List", &rep, "{}"), 0);
+	cr_assert_eq(json_array_size(json_object_get(rep.json, "Volumes")), 1);
+
+	/* The same name with other options: refused, and the existing record is left alone. */
+	cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"hp\",\"Opts\":{\"partition\":\"%s\",\"uid\":\"6\"}}", tb.parts[1].label), 0);
+	cr_assert(strstr(client_err(&rep), "already exists"), "%s", client_err(&rep));
+	part_path(1, "meta/hp.json", rec, sizeof(rec));
+	cr_assert(exists(rec), "the other volume's record was deleted");
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"hp\",\"Opts\":{\"partition\":\"%s\",\"uid\":\"5\"}}", tb.parts[1].label), 0,
+		     "%s", client_err(&rep));
+
+	/* Read-only: served for reading, no new volumes. */
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"hp\",\"ID\":\"r\"}"), 0, "%s", client_err(&rep));
+	snprintf(mp, sizeof(mp), "%s/hp", tb.prop);
+	line = mountinfo_line(mp);
+	cr_assert(line && strstr(line, " ro,"), "not read-only: %s", line ? line : "(none)");
+	free(line);
+	snprintf(file, sizeof(file), "%s/new", mp);
+	cr_assert_eq(open(file, O_WRONLY | O_CREAT, 0644), -1);
+	cr_assert_eq(errno, EROFS);
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"hp\",\"ID\":\"r\"}"), 0);
+	cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"fresh\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[1].label), 0);
+	cr_assert(strstr(client_err(&rep), "adopt"), "%s", client_err(&rep));
+	cr_assert_neq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"hp\"}"), 0, "Remove on a read-only partition succeeded");
+	cr_assert(exists(rec));
+
+	/* A restart adopts what it finds. */
+	restart(NULL);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"fresh\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[1].label), 0,
+		     "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"hp\",\"ID\":\"w\"}"), 0, "%s", client_err(&rep));
+	snprintf(file, sizeof(file), "%s/new", mp);
+	write_file(file, "writable now");
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"hp\",\"ID\":\"w\"}"), 0);
+}
+
+typedef struct Hammer {
+	volatile bool stop;
+	int errors, calls;
+} Hammer;
+
+static void *get_loop(void *arg)
+{
+	Hammer *h = arg;
+
+	while (!h->stop) {
+		ClientReply r = { 0 };
+		if (client_post(tb.sock, "/VolumeDriver.Get", &r, "{\"Name\":\"flap\"}") < 0 || r.status != 200)
+			h->errors++;
+		h->calls++;
+		client_reply_done(&r);
+	}
+	return NULL;
+}
+
+/* Bug 4: Get reads partition state while rescans change it (run under ASan in the asan stage). */
+Test(regress, get_during_rescans_of_a_flapping_partition)
+{
+	static Hammer h; /* static: an assertion below must not leave the thread writing to a dead frame */
+	pthread_t t;
+	char mp[400];
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"flap\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[1].label), 0);
+	cr_assert_eq(pthread_create(&t, NULL, get_loop, &h), 0);
+	for (int round = 0; round < 6; round++) {
+		testbed_part_mountpoint(&tb, 1, mp, sizeof(mp));
+		(void)umount2(mp, MNT_DETACH);
+		cr_assert_eq(testbed_detach(&tb, 1), 0);
+		/* Mount notices the partition is gone and rescans; Get keeps reading its state. */
+		(void)tb_call(&tb, "Mount", &rep, "{\"Name\":\"flap\",\"ID\":\"x%d\"}", round);
+		cr_assert_eq(testbed_attach(&tb, 1), 0);
+		usleep(100 * 1000);
+		cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"flap\",\"ID\":\"y%d\"}", round), 0, "round %d: %s",
+			     round, client_err(&rep));
+		cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"flap\",\"ID\":\"y%d\"}", round), 0);
+	}
+	h.stop = true;
+	pthread_join(t, NULL);
+	cr_assert_gt(h.calls, 0);
+	cr_assert_eq(h.errors, 0, "%d of %d Gets failed", h.errors, h.calls);
+	cr_assert_eq(kill(tb.pid, 0), 0, "the daemon died");
+}
+
+/* Bug 7: trash left by an earlier run is emptied in the background: the socket serves first. */
+Test(regress, start_up_does_not_wait_for_the_trash)
+{
+	char trash[700], src[700], dst[800];
+
+	testbed_stop(&tb, SIGKILL);
+	part_path(0, "trash", trash, sizeof(trash));
+	for (int i = 0; i < 3; i++) {
+		char f[900];
+		snprintf(dst, sizeof(dst), "%s/left%d.0000000000000000", trash, i);
+		cr_assert_eq(mkdir(dst, 0700), 0);
+		for (int k = 0; k < 50; k++) {
+			snprintf(f, sizeof(f), "%s/f%d", dst, k);
+			write_file(f, "x");
+		}
+	}
+	(void)src;
+	/* Each deletion is followed by a pause: a trash that takes seconds to empty. */
+	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", "NVMEVOL_TEST_TRASH_PAUSE_MS=1500", NULL }), 0);
+	cr_assert_eq(tb_call(&tb, "List", &rep, "{}"), 0);
+	cr_assert_geq(count_entries(trash), 1, "start-up emptied the trash before serving");
+	for (int i = 0; i < 100 && count_entries(trash) > 0; i++)
+		usleep(100 * 1000);
+	cr_assert_eq(count_entries(trash), 0, "the background worker did not empty the trash");
+}
+
+/* Bug 6: a stop while the trash worker runs: it is joined, nothing outlives the partitions it uses. */
+Test(regress, stop_while_the_trash_worker_runs)
+{
+	char dir[700], file[800], trash[700];
+	int st;
+
+	testbed_stop(&tb, SIGTERM);
+	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", "NVMEVOL_TEST_TRASH_PAUSE_MS=1000", NULL }), 0);
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"tw%d\",\"Opts\":{\"partition\":\"%s\"}}", i, tb.parts[0].label), 0);
+		testbed_volume_dir(&tb, 0, i ? "tw1" : "tw0", dir, sizeof(dir));
+		snprintf(file, sizeof(file), "%s/data", dir);
+		write_file(file, "x");
+		cr_assert_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"tw%d\"}", i), 0);
+	}
+	st = testbed_stop(&tb, SIGTERM);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "daemon did not stop cleanly (status 0x%x)", st);
+	cr_assert_eq(testbed_start(&tb, selftest_off), 0);
+	part_path(0, "trash", trash, sizeof(trash));
+	for (int i = 0; i < 50 && count_entries(trash) > 0; i++)
+		usleep(100 * 1000);
+	cr_assert_eq(count_entries(trash), 0, "trash left behind is not emptied by the next start");
+}
+
+/* Bug 8: the same name on two partitions: both kept, one served, the conflict in Status, nothing moved. */
+Test(regress, same_name_on_two_partitions_keeps_both)
+{
+	char dir0[700], dir1[700], file[800], rec[700], quarantine[700];
+	Volume *v;
+	char *body;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"twin\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[0].label), 0);
+	testbed_volume_dir(&tb, 0, "twin", dir0, sizeof(dir0));
+	snprintf(file, sizeof(file), "%s/which", dir0);
+	write_file(file, "first");
+	testbed_stop(&tb, SIGTERM);
+
+	/* A disk from another host with its own "twin": a record and a directory on partition 1. */
+	v = volume_new("twin");
+	snprintf(v->partition_uuid, sizeof(v->partition_uuid), "%s", tb.parts[1].uuid);
+	snprintf(v->partition_label, sizeof(v->partition_label), "%s", tb.parts[1].label);
+	v->created_at = 1700000000;
+	body = volume_record_dump(v, false);
+	volume_unref(v);
+	part_path(1, "meta/twin.json", rec, sizeof(rec));
+	write_file(rec, body);
+	free(body);
+	testbed_volume_dir(&tb, 1, "twin", dir1, sizeof(dir1));
+	cr_assert_eq(mkdir(dir1, 0755), 0);
+	snprintf(file, sizeof(file), "%s/which", dir1);
+	write_file(file, "second");
+
+	cr_assert_eq(testbed_start(&tb, selftest_off), 0);
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"twin\"}"), 0);
+	/* The one this host's index names is served. */
+	cr_assert_str_eq(json_string_value(json_object_get(status_obj("partition"), "uuid")), tb.parts[0].uuid);
+	json_t *c = status_obj("conflicts");
+	cr_assert(json_is_array(c) && json_array_size(c) == 1, "no conflict in Status");
+	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(c, 0), "partition_uuid")), tb.parts[1].uuid);
+	cr_assert(exists(rec) && exists(file), "the second copy was touched");
+	part_path(1, "quarantine", quarantine, sizeof(quarantine));
+	cr_assert_eq(count_entries(quarantine), 0, "the second copy was quarantined");
+
+	/* Removing the served one serves the other: no restart, nothing lost. */
+	cr_assert_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"twin\"}"), 0, "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"twin\"}"), 0, "%s", client_err(&rep));
+	cr_assert_str_eq(json_string_value(json_object_get(status_obj("partition"), "uuid")), tb.parts[1].uuid);
+	restart(NULL);
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"twin\"}"), 0, "%s", client_err(&rep));
+	cr_assert_str_eq(json_string_value(json_object_get(status_obj("partition"), "uuid")), tb.parts[1].uuid);
+}
+
+/* Partition mounts and binds are nosuid,nodev, verified like noatime; options can allow either on a bind. */
+Test(regress, nosuid_nodev_on_partitions_and_binds)
+{
+	char mp[400];
+	char *line;
+
+	for (int i = 0; i < 2; i++) {
+		testbed_part_mountpoint(&tb, i, mp, sizeof(mp));
+		line = mountinfo_line(mp);
+		cr_assert(line && strstr(line, "nosuid") && strstr(line, "nodev"), "partition %d: %s", i, line);
+		free(line);
+	}
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"plain\"}"), 0);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"suidok\",\"Opts\":{\"suid\":\"true\"}}"), 0);
+	cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"bad\",\"Opts\":{\"dev\":\"yes\"}}"), 0);
+	cr_assert(strstr(client_err(&rep), "true or false"), "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"plain\",\"ID\":\"a\"}"), 0);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"suidok\",\"ID\":\"a\"}"), 0);
+	snprintf(mp, sizeof(mp), "%s/plain", tb.prop);
+	line = mountinfo_line(mp);
+	cr_assert(line && strstr(line, "nosuid") && strstr(line, "nodev") && strstr(line, "noatime"), "%s", line);
+	free(line);
+	snprintf(mp, sizeof(mp), "%s/suidok", tb.prop);
+	line = mountinfo_line(mp);
+	cr_assert(line && !strstr(line, "nosuid") && strstr(line, "nodev"), "%s", line);
+	free(line);
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"suidok\"}"), 0);
+	cr_assert_str_eq(json_string_value(json_object_get(status_obj("options"), "suid")), "true");
+}
