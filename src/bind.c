@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <dirent.h>
 #include <fcntl.h>
-#include <linux/limits.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The operations of the plugin API (and the admin ones) over registry, store, pool, binds and trash. */
 #include <fcntl.h>
-#include <linux/limits.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "limits.h"
+#include "sizelimit.h"
 #include "manager-internal.h"
 #include "util/errmsg.h"
 #include "util/fs-util.h"
@@ -163,7 +163,7 @@ static int make_volume_dir(Manager *m, Volume *v, PartitionFs *fs, const char *p
 	    fchmod(fd, v->opts.has_mode ? v->opts.mode : 0755) < 0)
 		return errmsg_set(reterr_msg, negative_errno(), "cannot set owner or mode of the volume directory: %s",
 				  errno_str(errno));
-	r = limits_apply_new(m->reg, fs, v, fd, reterr_msg);
+	r = sizelimit_apply_new(m->reg, fs, v, fd, reterr_msg);
 	if (r < 0)
 		return r;
 	if (fsync(fd) < 0 || fsync(fs->volumes_fd) < 0)
@@ -215,7 +215,7 @@ static int create_locked(Manager *m, const char *name, const VolumeOptions *opts
 			       "plugin to load it", pname, name);
 		goto out;
 	}
-	r = limits_check_create(fs, pname, opts, reterr_msg);
+	r = sizelimit_check_create(fs, pname, opts, reterr_msg);
 	if (r < 0)
 		goto out;
 
@@ -271,7 +271,7 @@ rollback:
 		(void)rm_rf_at(fs->volumes_fd, name);
 		(void)fsync(fs->volumes_fd);
 	}
-	limits_release(fs, v ? v->projid : 0);
+	sizelimit_release(fs, v ? v->projid : 0);
 	if (made_index)
 		(void)store_delete_index(m->store, name);
 	log_warning("volume %s: create failed and was rolled back: %s", name,

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "limits.h"
+#include "sizelimit.h"
 #include "manager-internal.h"
 #include "mount.h"
 #include "util/errmsg.h"
@@ -460,7 +460,7 @@ int manager_start(Manager *m, char **reterr_msg)
 		fs = v->index_only || v->corrupt ? NULL : partition_fs_get(m->pool, v->part);
 		if (fs && !v->indexed)
 			(void)store_save_index(m->store, v);
-		if (fs && limits_repair(m->reg, fs, v, &changed) == 0 && changed)
+		if (fs && sizelimit_repair(m->reg, fs, v, &changed) == 0 && changed)
 			(void)store_save_record(fs, v);
 		partition_fs_put(fs);
 		volume_unref(v);

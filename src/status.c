@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* What `docker volume inspect` shows: the Volume object of Get, Status included. */
 #include <fcntl.h>
-#include <linux/limits.h>
+#include <limits.h>
 #include <stdio.h>
 #include <sys/stat.h>
 
-#include "limits.h"
+#include "sizelimit.h"
 #include "manager-internal.h"
 #include "util/macro.h"
 #include "util/strutil.h"
@@ -123,7 +123,7 @@ json_t *manager_volume_json(Manager *m, Volume *v)
 
 	/* I/O outside the registry lock: a stat of the directory, one quotactl. */
 	add_owner(status, v->name, fs);
-	quota = limits_status(fs, &opts, projid);
+	quota = sizelimit_status(fs, &opts, projid);
 	if (quota)
 		json_object_set_new(status, "quota", quota);
 	if (json_array_size(conflicts) > 0)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <dirent.h>
-#include <linux/limits.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdint.h>

@@ -18,14 +18,14 @@
 #include "registry.h"
 #include "volume.h"
 
-bool limits_wanted(const VolumeOptions *o);
+bool sizelimit_wanted(const VolumeOptions *o);
 /* -EOPNOTSUPP with advice when @o asks for limits that @fs cannot enforce. */
-int limits_check_create(PartitionFs *fs, const char *partition_name, const VolumeOptions *o, char **reterr_msg);
+int sizelimit_check_create(PartitionFs *fs, const char *partition_name, const VolumeOptions *o, char **reterr_msg);
 /* Allocates @v's project ID on its partition and applies it and the limits to @dirfd (the new directory). */
-int limits_apply_new(Registry *reg, PartitionFs *fs, Volume *v, int dirfd, char **reterr_msg);
+int sizelimit_apply_new(Registry *reg, PartitionFs *fs, Volume *v, int dirfd, char **reterr_msg);
 /* Clears the limits of an ID that a failed create had set. */
-void limits_release(PartitionFs *fs, uint32_t projid);
+void sizelimit_release(PartitionFs *fs, uint32_t projid);
 /* The "quota" object of Status: ID, limits, usage from quota accounting. NULL when the volume has none. */
-json_t *limits_status(PartitionFs *fs, const VolumeOptions *o, uint32_t projid);
+json_t *sizelimit_status(PartitionFs *fs, const VolumeOptions *o, uint32_t projid);
 /* Start-up: gives a volume with limits its ID and limits again if they went missing. */
-int limits_repair(Registry *reg, PartitionFs *fs, Volume *v, bool *ret_changed);
+int sizelimit_repair(Registry *reg, PartitionFs *fs, Volume *v, bool *ret_changed);

@@ -5,21 +5,21 @@
 #include <string.h>
 #include <sys/statvfs.h>
 
-#include "limits.h"
+#include "sizelimit.h"
 #include "quota.h"
 #include "util/errmsg.h"
 #include "util/fs-util.h"
 #include "util/log.h"
 #include "util/macro.h"
 
-bool limits_wanted(const VolumeOptions *o)
+bool sizelimit_wanted(const VolumeOptions *o)
 {
 	return o->size_bytes > 0 || o->inodes > 0;
 }
 
-int limits_check_create(PartitionFs *fs, const char *partition_name, const VolumeOptions *o, char **reterr_msg)
+int sizelimit_check_create(PartitionFs *fs, const char *partition_name, const VolumeOptions *o, char **reterr_msg)
 {
-	if (!limits_wanted(o) || fs->quota)
+	if (!sizelimit_wanted(o) || fs->quota)
 		return 0;
 	return errmsg_set(reterr_msg, -EOPNOTSUPP,
 			  "size and inodes need XFS project quota, but partition %s is mounted without it: "
@@ -121,9 +121,9 @@ static int assign(PartitionFs *fs, const Volume *v, int dirfd, char **reterr_msg
 	return 0;
 }
 
-int limits_apply_new(Registry *reg, PartitionFs *fs, Volume *v, int dirfd, char **reterr_msg)
+int sizelimit_apply_new(Registry *reg, PartitionFs *fs, Volume *v, int dirfd, char **reterr_msg)
 {
-	if (!limits_wanted(&v->opts))
+	if (!sizelimit_wanted(&v->opts))
 		return 0;
 	v->projid = allocate_id(reg, v->part, fs);
 	if (!v->projid)
@@ -131,7 +131,7 @@ int limits_apply_new(Registry *reg, PartitionFs *fs, Volume *v, int dirfd, char 
 	return assign(fs, v, dirfd, reterr_msg);
 }
 
-void limits_release(PartitionFs *fs, uint32_t projid)
+void sizelimit_release(PartitionFs *fs, uint32_t projid)
 {
 	int r;
 
@@ -142,13 +142,13 @@ void limits_release(PartitionFs *fs, uint32_t projid)
 		log_warning_errno(r, "cannot clear the limit of project %u", projid);
 }
 
-json_t *limits_status(PartitionFs *fs, const VolumeOptions *o, uint32_t projid)
+json_t *sizelimit_status(PartitionFs *fs, const VolumeOptions *o, uint32_t projid)
 {
 	QuotaUsage u = { 0 };
 	json_t *q;
 	int r;
 
-	if (!limits_wanted(o) && !projid)
+	if (!sizelimit_wanted(o) && !projid)
 		return NULL;
 	q = json_object();
 	if (!q)
@@ -188,7 +188,7 @@ static bool byte_limit_matches(int root_fd, uint64_t have, uint64_t want)
 	return have >= want && have - want < block;
 }
 
-int limits_repair(Registry *reg, PartitionFs *fs, Volume *v, bool *ret_changed)
+int sizelimit_repair(Registry *reg, PartitionFs *fs, Volume *v, bool *ret_changed)
 {
 	_cleanup_close_ int fd = -EBADF;
 	_cleanup_free_ char *err = NULL;
@@ -198,7 +198,7 @@ int limits_repair(Registry *reg, PartitionFs *fs, Volume *v, bool *ret_changed)
 	int r;
 
 	*ret_changed = false;
-	if (!limits_wanted(&v->opts) || fs->read_only)
+	if (!sizelimit_wanted(&v->opts) || fs->read_only)
 		return 0;
 	if (!fs->quota) {
 		log_error("volume %s: size/inodes limit set but its partition has no project quota now; NOT enforced",
