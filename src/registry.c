@@ -208,6 +208,14 @@ void registry_foreach_shadow_locked(Registry *reg, const char *name, void (*cb)(
 			cb(reg->shadows[i], userdata);
 }
 
+bool registry_has_shadow_locked(Registry *reg, const char *name, const void *part)
+{
+	for (size_t i = 0; i < reg->n_shadows; i++)
+		if (streq(reg->shadows[i]->name, name) && (const void *)reg->shadows[i]->part == part)
+			return true;
+	return false;
+}
+
 Volume *registry_take_shadow_locked(Registry *reg, const char *name)
 {
 	for (size_t i = 0; i < reg->n_shadows; i++)

@@ -48,5 +48,7 @@ int registry_add_shadow_locked(Registry *reg, Volume *v);
 /* Calls @cb for each shadow of @name (of every name if @name is NULL). */
 void registry_foreach_shadow_locked(Registry *reg, const char *name, void (*cb)(Volume *shadow, void *userdata),
 				    void *userdata);
+/* True if a shadow of @name from partition @part is kept already. */
+bool registry_has_shadow_locked(Registry *reg, const char *name, const void *part);
 /* Removes and returns (with its reference) one shadow of @name, or NULL: it can be served now. */
 Volume *registry_take_shadow_locked(Registry *reg, const char *name);

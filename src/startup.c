@@ -99,7 +99,7 @@ static int load_record(const char *name, Volume *v, const char *err, void *userd
 	existing = registry_find_locked(m->reg, name);
 	if (!existing)
 		r = registry_insert_locked(m->reg, v);
-	else if (existing->part == c->part)
+	else if (existing->part == c->part || registry_has_shadow_locked(m->reg, name, c->part))
 		r = 0; /* loaded before (an adoption reloads) or known from the index: see load_attached() */
 	else {
 		log_error("volume %s exists on partitions UUID %s and %s; serving the first, keeping the second "
