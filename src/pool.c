@@ -766,6 +766,7 @@ int pool_scan(Pool *p, Partition ***ret_attached, size_t *ret_n)
 		return log_error_errno(r, "partition discovery failed");
 	}
 
+	log_debug("scan: %zu candidate device(s)", n);
 	for (size_t i = 0; i < n && r == 0; i++) {
 		ProbedDevice *d = &devs[i];
 		Partition *part;
