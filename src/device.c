@@ -244,13 +244,13 @@ static int find_numa_node(const char *devpath)
 static bool test_hook_removable(const char *disk)
 {
 #if defined(NVMEVOL_TEST_HOOKS) && NVMEVOL_TEST_HOOKS
-	/* NVMEVOL_TEST_REMOVABLE=loop3,loop5: report these disks as removable (loop devices never are). */
+	/* NVMEVOL_TEST_REMOVABLE=loop3,loop5 (or "*"): report these disks as removable (loop devices never are). */
 	const char *e = getenv("NVMEVOL_TEST_REMOVABLE");
 	size_t n = strlen(disk);
 
 	for (const char *p = e; p && *p;) {
 		size_t k = strcspn(p, ",");
-		if (k == n && strncmp(p, disk, n) == 0)
+		if ((k == n && strncmp(p, disk, n) == 0) || (k == 1 && *p == '*'))
 			return true;
 		p += k + (p[k] == ',');
 	}
