@@ -31,3 +31,7 @@ mkfs.xfs -q -f -L nvq-virt /dev/vda || fail "mkfs vda"
 mkfs.xfs -q -f -L nvq-usb /dev/sda || fail "mkfs sda"
 
 NVMEVOL_BINARY=/work/nvmevol /work/test-nvme-guest --color=never --verbose -j1
+rc=$?
+# What an operator sees (quoted in the README).
+NVMEVOL_LABEL_PREFIX=nvq /work/nvmevol devices --require-nvme enforce
+exit $rc
