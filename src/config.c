@@ -142,8 +142,19 @@ int config_from_env(Config **ret, char **reterr_msg)
 			   reterr_msg);
 	if (r == 0)
 		r = number("NVMEVOL_MAX_VOLUMES", 100000, 1, 1000000, &c->max_volumes, reterr_msg);
+	if (r == 0)
+		r = number("NVMEVOL_HEALTH_CACHE_SECONDS", 60, 0, 86400, &c->health_cache_seconds, reterr_msg);
 	if (r < 0)
 		return r;
+
+	c->require_nvme = device_policy_mode_from_string(env_or("NVMEVOL_REQUIRE_NVME", "warn"));
+	if (c->require_nvme < 0)
+		return errmsg_set(reterr_msg, -EINVAL, "NVMEVOL_REQUIRE_NVME='%s' must be off, warn or enforce",
+				  env_or("NVMEVOL_REQUIRE_NVME", ""));
+	c->health = device_policy_mode_from_string(env_or("NVMEVOL_HEALTH", "warn"));
+	if (c->health < 0)
+		return errmsg_set(reterr_msg, -EINVAL, "NVMEVOL_HEALTH='%s' must be off, warn or enforce",
+				  env_or("NVMEVOL_HEALTH", ""));
 
 	*ret = TAKE_PTR(c);
 	return 0;

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "device-policy.h"
 #include "options.h"
 #include "util/log.h"
 
@@ -21,6 +22,9 @@ typedef struct Config {
 	uint64_t selftest_budget_ms;     /* NVMEVOL_SELFTEST_BUDGET_MS */
 	uint64_t selftest_cache_seconds; /* NVMEVOL_SELFTEST_CACHE_SECONDS */
 	uint64_t max_volumes;    /* NVMEVOL_MAX_VOLUMES */
+	DevicePolicyMode require_nvme;   /* NVMEVOL_REQUIRE_NVME */
+	DevicePolicyMode health;         /* NVMEVOL_HEALTH */
+	uint64_t health_cache_seconds;   /* NVMEVOL_HEALTH_CACHE_SECONDS */
 } Config;
 
 /* Reads the environment. On a bad value returns -EINVAL and a message naming the variable. */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd-devices.h"
 #include "cmd-selftest.h"
 #include "config.h"
 #include "http.h"
@@ -22,6 +23,8 @@ static void usage(FILE *f)
 		"Usage: nvmevol                 run the volume plugin daemon (settings: NVMEVOL_* variables)\n"
 		"       nvmevol selftest [--json] [--seconds N] [--size SIZE] PATH\n"
 		"                               measure a directory's filesystem with direct I/O\n"
+		"       nvmevol devices [--json] [--require-nvme MODE] [--health MODE] ...\n"
+		"                               list candidate partitions, their devices, health and verdicts\n"
 		"       nvmevol --version\n");
 }
 
@@ -93,6 +96,8 @@ int main(int argc, char **argv)
 {
 	if (argc >= 2 && streq(argv[1], "selftest"))
 		return cmd_selftest(argc - 1, argv + 1);
+	if (argc >= 2 && streq(argv[1], "devices"))
+		return cmd_devices(argc - 1, argv + 1);
 	if (argc >= 2 && (streq(argv[1], "--version") || streq(argv[1], "version"))) {
 		printf("nvmevol %s\n", PROJECT_VERSION);
 		return EXIT_SUCCESS;

@@ -89,6 +89,9 @@ static Partition *choose_partition(Manager *m, const VolumeOptions *o, char **re
 	PartitionInfo info;
 
 	for (int attempt = 0; attempt < 2; attempt++) {
+		/* Placement ranks partitions by health: bring stale readings up to date first. */
+		if (!o->partition[0])
+			health_policy_refresh_all(m);
 		part = o->partition[0] ? pool_find_ref(m->pool, o->partition, true) : pool_pick_most_free(m->pool);
 		/* A partition shut down by an I/O error is still "present" until someone looks. */
 		if (part && partition_verify_recent(m->pool, part, 1000))
@@ -215,6 +218,9 @@ static int create_locked(Manager *m, const char *name, const VolumeOptions *opts
 			       "plugin to load it", pname, name);
 		goto out;
 	}
+	r = health_policy_check_create(m, part, name, opts, reterr_msg);
+	if (r < 0)
+		goto out;
 	r = sizelimit_check_create(fs, pname, opts, reterr_msg);
 	if (r < 0)
 		goto out;
@@ -569,6 +575,9 @@ static int mount_locked(Manager *m, Volume *v, const char *id, char **ret_mountp
 		}
 	}
 	if (!v->mounted) {
+		r = health_policy_before_mount(m, v, reterr_msg);
+		if (r < 0)
+			goto out;
 		r = selftest_policy_before_mount(m, v, fs, reterr_msg);
 		if (r < 0)
 			goto out;

@@ -84,7 +84,10 @@ static int load_table(const char *buf, size_t len, struct libmnt_table **ret)
 	return 0;
 }
 
-int mountinfo_find_target(const char *target, MountEntry *ret)
+typedef bool (*FsMatch)(struct libmnt_fs *fs, const void *arg);
+
+/* The first mount in @direction that @match accepts, read from the kernel's mountinfo. */
+static int find_fs(int direction, FsMatch match, const void *arg, MountEntry *ret)
 {
 	_cleanup_(mnt_unref_tablep) struct libmnt_table *tb = NULL;
 	_cleanup_(mnt_free_iterp) struct libmnt_iter *it = NULL;
@@ -94,16 +97,36 @@ int mountinfo_find_target(const char *target, MountEntry *ret)
 	r = load_table(NULL, 0, &tb);
 	if (r < 0)
 		return r;
-	it = mnt_new_iter(MNT_ITER_BACKWARD);
+	it = mnt_new_iter(direction);
 	if (!it)
 		return -ENOMEM;
-	/* Walk backwards by hand: mnt_table_find_target() would canonicalize paths. */
-	while (mnt_table_next_fs(tb, it, &fs) == 0) {
-		const char *t = mnt_fs_get_target(fs);
-		if (t && streq(t, target))
+	while (mnt_table_next_fs(tb, it, &fs) == 0)
+		if (match(fs, arg))
 			return entry_from_fs(fs, ret);
-	}
 	return -ENOENT;
+}
+
+static bool target_is(struct libmnt_fs *fs, const void *arg)
+{
+	const char *t = mnt_fs_get_target(fs);
+	return t && streq(t, (const char *)arg);
+}
+
+int mountinfo_find_target(const char *target, MountEntry *ret)
+{
+	/* Backwards by hand (the topmost mount wins): mnt_table_find_target() would canonicalize paths. */
+	return find_fs(MNT_ITER_BACKWARD, target_is, target, ret);
+}
+
+static bool whole_fs_of(struct libmnt_fs *fs, const void *arg)
+{
+	const char *root = mnt_fs_get_root(fs);
+	return mnt_fs_get_devno(fs) == *(const dev_t *)arg && root && streq(root, "/");
+}
+
+int mountinfo_find_device(dev_t dev, MountEntry *ret)
+{
+	return find_fs(MNT_ITER_FORWARD, whole_fs_of, &dev, ret);
 }
 
 static int collect(struct libmnt_table *tb, const char *prefix, MountEntry **ret, size_t *ret_n)

@@ -27,6 +27,9 @@ void mount_entries_free(MountEntry *e, size_t n);
 /* The topmost mount at @target (after canonicalisation of nothing: exact string). -ENOENT if none. */
 int mountinfo_find_target(const char *target, MountEntry *ret);
 
+/* The first mount of the whole filesystem on device @dev (root "/"). -ENOENT if none. */
+int mountinfo_find_device(dev_t dev, MountEntry *ret);
+
 /* Every mount whose target is strictly below @prefix + "/". */
 int mountinfo_list_below(const char *prefix, MountEntry **ret, size_t *ret_n);
 

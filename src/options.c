@@ -57,6 +57,7 @@ const char *volume_options_valid_keys(void)
 {
 	return "partition (label or UUID), uid, gid, mode (octal), size (e.g. 10G; units K, M, G, T), "
 	       "inodes, selftest (off|warn|enforce), min_write_mbps, min_read_mbps, min_iops, max_p99_ms, "
+	       "health (off|warn|enforce), "
 	       "suid (true|false), dev (true|false)";
 }
 
@@ -146,6 +147,10 @@ int volume_options_parse(const json_t *opts, VolumeOptions *ret, char **reterr_m
 			o.selftest = selftest_policy_from_string(val);
 			if (o.selftest < 0)
 				return errmsg_set(reterr_msg, -EINVAL, "invalid selftest '%s': expected off, warn or enforce", val);
+		} else if (streq(key, "health")) {
+			o.health = device_policy_mode_from_string(val);
+			if (o.health < 0)
+				return errmsg_set(reterr_msg, -EINVAL, "invalid health '%s': expected off, warn or enforce", val);
 		} else if (streq(key, "min_write_mbps")) {
 			r = parse_threshold(key, val, &o.thresholds.min_write_mbps, reterr_msg);
 			if (r < 0)
@@ -231,6 +236,8 @@ json_t *volume_options_to_json(const VolumeOptions *o)
 		set_fmt(j, "inodes", "%llu", (unsigned long long)o->inodes);
 	if (o->selftest != SELFTEST_POLICY_UNSET)
 		set_str(j, "selftest", selftest_policy_to_string(o->selftest));
+	if (o->health != DEVICE_POLICY_UNSET)
+		set_str(j, "health", device_policy_mode_to_string(o->health));
 	if (o->thresholds.min_write_mbps > 0)
 		set_decimal(j, "min_write_mbps", o->thresholds.min_write_mbps);
 	if (o->thresholds.min_read_mbps > 0)

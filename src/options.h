@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "device-policy.h"
+
 #define VOLUME_NAME_MAX 128
 #define OPTIONS_MAX_COUNT 32
 #define OPTION_VALUE_MAX 256
@@ -41,6 +43,7 @@ typedef struct VolumeOptions {
 	uint64_t size_bytes;  /* 0 = no limit */
 	uint64_t inodes;      /* 0 = no limit */
 	SelftestPolicy selftest;
+	DevicePolicyMode health;  /* UNSET = NVMEVOL_HEALTH */
 	SelftestThresholds thresholds;
 	bool allow_suid;      /* suid=true: setuid bits honoured on the bind (default nosuid) */
 	bool allow_devices;   /* dev=true: device nodes usable on the bind (default nodev) */

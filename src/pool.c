@@ -13,6 +13,8 @@
 #include <sys/vfs.h>
 #include <time.h>
 
+#include "device-policy.h"
+#include "device.h"
 #include "mount.h"
 #include "pool.h"
 #include "probe.h"
@@ -124,6 +126,8 @@ Pool *pool_free(Pool *p)
 		free(p->parts[i]->mountpoint);
 		free(p->parts[i]->selftest_cache);
 		pthread_mutex_destroy(&p->parts[i]->selftest_lock);
+		free(p->parts[i]->health_cache);
+		pthread_mutex_destroy(&p->parts[i]->health_lock);
 		free(p->parts[i]);
 	}
 	free(p->parts);
@@ -208,6 +212,7 @@ static Partition *partition_new(const Config *cfg, const char *uuid)
 	}
 	snprintf(part->problem, sizeof(part->problem), "not detected; is the disk attached?");
 	pthread_mutex_init(&part->selftest_lock, NULL);
+	pthread_mutex_init(&part->health_lock, NULL);
 	return part;
 }
 
@@ -264,6 +269,20 @@ void partition_snapshot(Pool *p, Partition *part, PartitionInfo *ret)
 	pthread_mutex_unlock(&p->lock);
 }
 
+void partition_device_snapshot(Pool *p, Partition *part, PartitionDevice *ret)
+{
+	pthread_mutex_lock(&p->lock);
+	*ret = part->device_info;
+	pthread_mutex_unlock(&p->lock);
+}
+
+void partition_set_health_rank(Pool *p, Partition *part, PartitionHealthRank rank)
+{
+	pthread_mutex_lock(&p->lock);
+	part->health_rank = rank;
+	pthread_mutex_unlock(&p->lock);
+}
+
 void partition_display_name(const PartitionInfo *info, char *buf, size_t len)
 {
 	label_escape(info->label, buf, len);
@@ -271,23 +290,35 @@ void partition_display_name(const PartitionInfo *info, char *buf, size_t len)
 		snprintf(buf, len, "%s", info->uuid);
 }
 
+/* Lower is better: health first, then NVMe before other disks. */
+static unsigned placement_rank(const Partition *part)
+{
+	const DeviceFacts *f = &part->device_info.facts;
+	bool nvme = part->device_info.has_facts && f->transport == DEVICE_TRANSPORT_NVME && !f->rotational;
+
+	return (unsigned)part->health_rank * 2 + (nvme ? 0 : 1);
+}
+
 Partition *pool_pick_most_free(Pool *p)
 {
 	Partition *best = NULL;
 	uint64_t best_free = 0;
+	unsigned best_rank = 0;
 
 	/* fstatvfs under the pool mutex: one cheap syscall per partition, no I/O wait. */
 	pthread_mutex_lock(&p->lock);
 	for (size_t i = 0; i < p->n; i++) {
 		Partition *part = p->parts[i];
+		unsigned rank = placement_rank(part);
 		uint64_t f;
 
 		if (!part->present || !part->adopted || !part->fs || part->fs->read_only ||
-		    partition_fs_free_bytes(part->fs, &f, NULL) < 0)
+		    part->health_rank == PARTITION_HEALTH_REFUSED || partition_fs_free_bytes(part->fs, &f, NULL) < 0)
 			continue;
-		if (!best || f > best_free) {
+		if (!best || rank < best_rank || (rank == best_rank && f > best_free)) {
 			best = part;
 			best_free = f;
+			best_rank = rank;
 		}
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -477,6 +508,67 @@ static int fix_mount_flags(const char *mountpoint, bool read_only)
 }
 
 /*
+ * Reads the device facts of @d into @part and applies the device rule (pool.h).
+ * -EPERM and *ret_why (the facts, the setting, how to allow it) if refused.
+ */
+static int check_device(Pool *p, Partition *part, const ProbedDevice *d, char **ret_why)
+{
+	_cleanup_free_ char *err = NULL;
+	PartitionDevice info = { .listed = d->listed };
+	DeviceDecision dec;
+	char line[2048];
+
+	if (device_facts_read(d->device, &info.facts, &err) == 0)
+		info.has_facts = true;
+	else
+		snprintf(info.facts_error, sizeof(info.facts_error), "%s", err ? err : "unknown error");
+	pthread_mutex_lock(&p->lock);
+	part->device_info = info;
+	pthread_mutex_unlock(&p->lock);
+
+	if (!info.has_facts) {
+		/* Unknown means "maybe removable": only an explicit listing lets it in. */
+		if (d->listed) {
+			log_warning("device %s: %s; listed in NVMEVOL_DEVICES, so used anyway", d->device, info.facts_error);
+			return 0;
+		}
+		*ret_why = why_printf("cannot tell whether %s is removable (%s): refused; list it in NVMEVOL_DEVICES to use it",
+				      d->device, info.facts_error);
+		return -EPERM;
+	}
+	device_policy_evaluate(&(DevicePolicySettings){ .require_nvme = p->cfg->require_nvme, .health = DEVICE_POLICY_OFF },
+			       &(DeviceInputs){ .facts = &info.facts, .uuid = d->uuid, .listed = d->listed }, &dec);
+	if (dec.verdict == DEVICE_VERDICT_REFUSE) {
+		device_decision_format(&dec, DEVICE_VERDICT_REFUSE, line, sizeof(line));
+		*ret_why = why_printf("refused by the device rule: %s", line);
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* Records the XFS geometry of a fresh mount and logs what the device rule warns about. */
+static void note_geometry(Pool *p, Partition *part, const PartitionFs *fs)
+{
+	PartitionDevice info;
+	DeviceDecision dec;
+	char line[2048];
+
+	pthread_mutex_lock(&p->lock);
+	part->device_info.has_xfs = xfs_geometry_read(fs->root_fd, &part->device_info.xfs) == 0;
+	info = part->device_info;
+	pthread_mutex_unlock(&p->lock);
+	if (!info.has_facts)
+		return;
+	device_policy_evaluate(&(DevicePolicySettings){ .require_nvme = p->cfg->require_nvme, .health = DEVICE_POLICY_OFF },
+			       &(DeviceInputs){ .facts = &info.facts, .listed = info.listed,
+						.xfs = info.has_xfs ? &info.xfs : NULL }, &dec);
+	if (dec.verdict == DEVICE_VERDICT_WARN) {
+		device_decision_format(&dec, DEVICE_VERDICT_WARN, line, sizeof(line));
+		log_warning("partition UUID %s on %s: %s", part->uuid, info.facts.devnode, line);
+	}
+}
+
+/*
  * Mounts (or adopts an existing correct mount of) one XFS filesystem, lays
  * it out and installs it in @part. Runs without the pool mutex (scans are
  * serialised by scan_lock); only the final install takes it.
@@ -506,6 +598,10 @@ static int attach(Pool *p, Partition *part, const ProbedDevice *d, bool adopt)
 		r = -ENOTBLK;
 		goto fail;
 	}
+	/* Nothing is mounted (a crafted filesystem is kernel attack surface) before the device rule allows it. */
+	r = check_device(p, part, d, &why);
+	if (r < 0)
+		goto fail;
 	r = mkdirat_exist_ok(AT_FDCWD, p->cfg->partition_root, 0700);
 	if (r >= 0)
 		r = mkdirat_exist_ok(AT_FDCWD, part->mountpoint, 0700);
@@ -568,6 +664,8 @@ static int attach(Pool *p, Partition *part, const ProbedDevice *d, bool adopt)
 		if (quota_probe(fs->root_fd, &ok) < 0 || !ok)
 			fs->quota = false;
 	}
+
+	note_geometry(p, part, fs);
 
 	pthread_mutex_lock(&p->lock);
 	part->fs = fs;
@@ -892,6 +990,9 @@ int pool_adopt(Pool *p, Partition *part, char **reterr_msg)
 		pthread_mutex_unlock(&p->scan_lock);
 		return r;
 	}
+	pthread_mutex_lock(&p->lock);
+	d.listed = part->device_info.listed;
+	pthread_mutex_unlock(&p->lock);
 	r = attach(p, part, &d, true);
 	probed_device_done(&d);
 	pthread_mutex_unlock(&p->scan_lock);

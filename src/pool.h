@@ -20,7 +20,14 @@
  *    PartitionFs; the old one's fds are closed only when its last user is
  *    done, so an fd is never closed (and its number reused) under a user.
  *  - selftest_lock serialises self-tests of the partition; selftest_cache is
- *    owned by selftest-policy.c and guarded by selftest_lock.
+ *    owned by selftest-policy.c and guarded by selftest_lock; health_lock and
+ *    health_cache likewise belong to health-policy.c.
+ *
+ * Device rule (device-policy.h): before a partition is mounted, the facts of
+ * its block device are read from sysfs. A removable or USB device is refused
+ * unless NVMEVOL_DEVICES names it, and NVMEVOL_REQUIRE_NVME=enforce refuses a
+ * device that is not NVMe or is rotational; refused partitions are never
+ * mounted, and their problem says why and how to allow them.
  *  - scans are serialised by their own mutex; the pool mutex is never held
  *    across a mount or any other slow call, and is the innermost lock of the
  *    program (take nothing else while holding it).
@@ -33,6 +40,9 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "device-policy.h"
+#include "device.h"
+#include "xfs-geometry.h"
 
 #define PARTITION_MOUNT_OPTIONS "noatime,nodiratime,nosuid,nodev"
 #define PARTITION_LABEL_MAX 64  /* raw bytes; XFS labels are at most 12 */
@@ -52,6 +62,24 @@ typedef struct PartitionFs {
 	unsigned refs;     /* atomic */
 } PartitionFs;
 
+/* What is known about the device under a partition: read at each attach. */
+typedef struct PartitionDevice {
+	bool has_facts;
+	DeviceFacts facts;
+	char facts_error[256];  /* why has_facts is false */
+	bool has_xfs;
+	XfsGeometry xfs;        /* from the mounted filesystem */
+	bool listed;            /* named in NVMEVOL_DEVICES */
+} PartitionDevice;
+
+/* Placement order among adopted partitions: healthy first; REFUSED ones get no new volumes. */
+typedef enum PartitionHealthRank {
+	PARTITION_HEALTH_UNKNOWN_OR_OK,
+	PARTITION_HEALTH_WARNING,
+	PARTITION_HEALTH_CRITICAL,
+	PARTITION_HEALTH_REFUSED,
+} PartitionHealthRank;
+
 typedef struct Partition {
 	char uuid[64];
 	char *mountpoint; /* <partition_root>/<uuid> */
@@ -67,9 +95,13 @@ typedef struct Partition {
 	char verified_options[256]; /* vfs options read back from mountinfo */
 	uint64_t verified_at_ms;    /* CLOCK_MONOTONIC of the last verification */
 	PartitionFs *fs;            /* while present */
+	PartitionDevice device_info;
+	PartitionHealthRank health_rank;
 
 	pthread_mutex_t selftest_lock;
 	void *selftest_cache;
+	pthread_mutex_t health_lock;
+	void *health_cache;
 } Partition;
 
 /* A consistent copy of a partition's fields, for Status, errors and decisions. */
@@ -112,7 +144,11 @@ Partition *pool_find_ref(Pool *p, const char *ref, bool present_only);
  * seen it (a volume in this host's index lives there). Never NULL but on ENOMEM.
  */
 Partition *pool_add_known(Pool *p, const char *uuid, const char *label);
-/* The adopted, present partition with the most free space, or NULL. */
+/*
+ * The adopted, present partition for a new volume: healthy NVMe first, then
+ * healthy other disks, then NVMe with a health warning, then critical ones
+ * (never a REFUSED one); the most free space within each. NULL if none.
+ */
 Partition *pool_pick_most_free(Pool *p);
 /* "label (uuid), ..." of present partitions, for error messages. */
 char *pool_describe(Pool *p);
@@ -125,6 +161,9 @@ char *pool_describe(Pool *p);
 int pool_adopt(Pool *p, Partition *part, char **reterr_msg);
 
 void partition_snapshot(Pool *p, Partition *part, PartitionInfo *ret);
+/* A copy of the device facts and XFS geometry recorded at the last attach. */
+void partition_device_snapshot(Pool *p, Partition *part, PartitionDevice *ret);
+void partition_set_health_rank(Pool *p, Partition *part, PartitionHealthRank rank);
 /* The label, escaped for text (pool.h's labels are raw bytes), or the UUID of an unlabelled partition. */
 void partition_display_name(const PartitionInfo *info, char *buf, size_t len);
 #define PARTITION_NAME_MAX (PARTITION_LABEL_MAX * 4)

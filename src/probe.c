@@ -80,12 +80,12 @@ int probe_device(const char *devname, ProbedDevice *ret)
 	return 0;
 }
 
-static bool already_listed(const ProbedDevice *devs, size_t n, const char *devname)
+static ProbedDevice *already_listed(ProbedDevice *devs, size_t n, const char *devname)
 {
 	for (size_t i = 0; i < n; i++)
 		if (devs[i].device && streq(devs[i].device, devname))
-			return true;
-	return false;
+			return &devs[i];
+	return NULL;
 }
 
 static int append(ProbedDevice **devs, size_t *n, ProbedDevice *d)
@@ -103,9 +103,13 @@ static int append(ProbedDevice **devs, size_t *n, ProbedDevice *d)
 /* Resolves "UUID=x", "LABEL=x" or a path to a device name (malloc'd). */
 static char *resolve_spec(const char *spec, blkid_cache cache)
 {
+	char *real;
+
 	if (strncmp(spec, "UUID=", 5) == 0 || strncmp(spec, "LABEL=", 6) == 0)
 		return blkid_evaluate_tag(spec, NULL, &cache);
-	return strdup(spec);
+	/* /dev/disk/by-id/... and other links name the same node that label discovery found. */
+	real = realpath(spec, NULL);
+	return real ? real : strdup(spec);
 }
 
 int probe_scan(const char *label_prefix, char *const *explicit_devices, size_t n_explicit,
@@ -155,11 +159,13 @@ int probe_scan(const char *label_prefix, char *const *explicit_devices, size_t n
 	}
 
 	for (size_t i = 0; r == 0 && i < n_explicit; i++) {
-		ProbedDevice d = { 0 };
+		ProbedDevice d = { 0 }, *known;
 		_cleanup_free_ char *name = resolve_spec(explicit_devices[i], cache);
 
-		if (name && already_listed(devs, n, name))
+		if (name && (known = already_listed(devs, n, name))) {
+			known->listed = true;
 			continue;
+		}
 		if (!name || probe_device(name, &d) < 0) {
 			d = (ProbedDevice){ .device = strdup(explicit_devices[i]) };
 			if (!d.device) {
@@ -167,6 +173,7 @@ int probe_scan(const char *label_prefix, char *const *explicit_devices, size_t n
 				break;
 			}
 		}
+		d.listed = true;
 		r = append(&devs, &n, &d);
 		if (r < 0)
 			probed_device_done(&d);

@@ -11,6 +11,7 @@ typedef struct ProbedDevice {
 	char *uuid;
 	char *label;
 	unsigned logical_sector_size;
+	bool listed;            /* named by an NVMEVOL_DEVICES entry (also when the label matched too) */
 } ProbedDevice;
 
 void probed_device_done(ProbedDevice *d);

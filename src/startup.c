@@ -412,6 +412,8 @@ int manager_start(Manager *m, char **reterr_msg)
 	r = pool_scan(m->pool, NULL, NULL);
 	if (r < 0)
 		return errmsg_set(reterr_msg, r, "partition discovery failed: %s", errno_str(r));
+	/* One health reading per NVMe controller: Status and placement have it from the start. */
+	health_policy_refresh_all(m);
 
 	/*
 	 * Single-threaded until the socket serves (the trash worker touches only

@@ -120,6 +120,7 @@ json_t *manager_volume_json(Manager *m, Volume *v)
 	opts = v->opts;
 	projid = v->projid;
 	registry_unlock(m->reg);
+	health_policy_add_status(m, v->part, &opts, json_object_get(status, "partition"));
 
 	/* I/O outside the registry lock: a stat of the directory, one quotactl. */
 	add_owner(status, v->name, fs);

@@ -80,7 +80,7 @@ stage_deps() {
 	apt-get install -y -qq --no-install-recommends \
 		build-essential meson ninja-build pkg-config clang libclang-rt-14-dev \
 		libmicrohttpd-dev libjansson-dev libmount-dev libblkid-dev libcriterion-dev \
-		xfsprogs util-linux fio strace valgrind python3 curl jq \
+		xfsprogs util-linux fdisk fio strace valgrind python3 curl jq \
 		qemu-system-x86 cpio kmod busybox-static \
 		docker.io docker-registry docker-compose debootstrap >/dev/null || return 1
 	echo "1 passed, 0 failed"
@@ -113,7 +113,22 @@ stage_asan() {
 
 stage_fuzz() { tests/fuzz/run.sh "${NVMEVOL_FUZZ_SECONDS:-30}"; }
 stage_reliability() { tests/reliability/run-all.sh; }
-stage_qemu() { tests/qemu/run-quota-tests.sh; }
+# Both qemu suites; one "N passed, N failed" line for the stage.
+stage_qemu() {
+	local p=0 f=0 rc=0 out line
+	for suite in tests/qemu/run-quota-tests.sh tests/qemu/run-nvme-tests.sh; do
+		out=$(mktemp)
+		"$suite" 2>&1 | tee "$out"
+		[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+		line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
+		rm -f "$out"
+		[ -n "$line" ] || line="0 passed, 1 failed"
+		p=$((p + $(echo "$line" | cut -d' ' -f1)))
+		f=$((f + $(echo "$line" | cut -d' ' -f3)))
+	done
+	echo "$p passed, $f failed"
+	return $rc
+}
 stage_e2e() { tests/e2e/run.sh; }
 stage_compose() { tests/e2e/compose.sh; }
 

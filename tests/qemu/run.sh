@@ -18,6 +18,8 @@
 #   --mem MIB          guest memory (default 1024)
 #   --smp N            guest CPUs (default 1)
 #   --append ARGS      extra kernel command-line arguments
+#   --qemu-arg ARG     one more qemu argument (repeat it: --qemu-arg -drive
+#                      --qemu-arg file=...), e.g. to add disks and controllers
 #   --keep             keep the work directory (initrd, console log)
 #
 # The guest starts in /work with a tmpfs /tmp, devtmpfs /dev (loop devices
@@ -36,6 +38,7 @@ KEEP=0
 FILES=()
 MODULES=()
 ENVS=()
+QEMU_ARGS=()
 MODE=
 CMD=()
 
@@ -58,6 +61,7 @@ while [ $# -gt 0 ]; do
 	--mem) [ $# -ge 2 ] || usage; MEM=$2; shift 2 ;;
 	--smp) [ $# -ge 2 ] || usage; SMP=$2; shift 2 ;;
 	--append) [ $# -ge 2 ] || usage; APPEND=$2; shift 2 ;;
+	--qemu-arg) [ $# -ge 2 ] || usage; QEMU_ARGS+=("$2"); shift 2 ;;
 	--keep) KEEP=1; shift ;;
 	--script) [ $# -ge 2 ] || usage; MODE=script; shift; CMD=("$@"); break ;;
 	--) MODE="command"; shift; CMD=("$@"); break ;;
@@ -132,6 +136,7 @@ timeout --kill-after=10 "$TIMEOUT" \
 	-nographic -no-reboot -nic none \
 	-kernel "$KERNEL" -initrd "$INITRD" \
 	-append "console=ttyS0 panic=-1 quiet $APPEND" \
+	${QEMU_ARGS[@]+"${QEMU_ARGS[@]}"} \
 	</dev/null >"$LOG" 2>&1 &
 QEMU_PID=$!
 tail -n +1 --pid="$QEMU_PID" -s 0.2 -f "$LOG" | sed -u 's/\r$//; s/\x1bc//g; s/\x1b\[[0-9;?]*[A-Za-z]//g'

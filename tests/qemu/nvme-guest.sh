@@ -1,0 +1,37 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# Runs inside the qemu guest of tests/qemu/run-nvme-tests.sh: waits for the
+# disks qemu was given, partitions the first NVMe namespace (GPT: one partition
+# at 1 MiB, one at an odd sector), makes the XFS filesystems, then runs the
+# Criterion suite test-nvme-guest, which checks everything against what qemu
+# was told (the NVQ_* variables). busybox sh.
+set -u
+fail() { echo "nvme-guest.sh: $*" >&2; exit 1; }
+
+# Disks show up as their drivers probe (USB takes a second or two).
+for i in $(seq 1 100); do
+	[ -b /dev/nvme0n1 ] && [ -b /dev/nvme1n1 ] && [ -b /dev/vda ] && [ -b /dev/sda ] && break
+	sleep 0.1
+done
+for d in nvme0n1 nvme1n1 vda sda; do
+	[ -b /dev/$d ] || fail "/dev/$d did not appear (ls /sys/block: $(ls /sys/block | tr '\n' ' '))"
+done
+
+# GPT on the healthy namespace: p1 at 1 MiB (aligned), p2 at an odd 512-byte sector (misaligned).
+printf 'label: gpt\nstart=2048, size=655360, name=aligned\nstart=657409, size=655360, name=misaligned\n' |
+	/usr/sbin/sfdisk -q /dev/nvme0n1 || fail "sfdisk failed"
+for i in $(seq 1 50); do [ -b /dev/nvme0n1p2 ] && break; sleep 0.1; done
+[ -b /dev/nvme0n1p2 ] || fail "no /dev/nvme0n1p2 after sfdisk"
+
+mkfs.xfs -q -f -L nvq-a -m crc=1,reflink=1,bigtime=1 /dev/nvme0n1p1 || fail "mkfs nvme0n1p1"
+mkfs.xfs -q -f -L nvq-b -m crc=1,reflink=0,bigtime=0 /dev/nvme0n1p2 || fail "mkfs nvme0n1p2"
+mkfs.xfs -q -f -L nvq-crit /dev/nvme1n1 || fail "mkfs nvme1n1"
+mkfs.xfs -q -f -L nvq-virt /dev/vda || fail "mkfs vda"
+mkfs.xfs -q -f -L nvq-usb /dev/sda || fail "mkfs sda"
+
+NVMEVOL_BINARY=/work/nvmevol /work/test-nvme-guest --color=never --verbose -j1
+rc=$?
+# What an operator sees (quoted in the README).
+NVMEVOL_LABEL_PREFIX=nvq /work/nvmevol devices --require-nvme enforce
+exit $rc

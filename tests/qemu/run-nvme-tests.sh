@@ -1,0 +1,71 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# The NVMe part of the "qemu" stage: boots the qemu guest with two emulated
+# NVMe controllers (one healthy, one with a SMART critical warning set), a
+# virtio disk and a USB stick on an xHCI controller, and runs
+# tests/qemu/nvme-guest.sh there. Everything qemu is told is passed to the
+# guest as NVQ_* variables, so the suite checks each reported fact against it.
+# Ends with one line "N passed, N failed"; nothing may skip in the guest.
+#
+# usage: tests/qemu/run-nvme-tests.sh [BUILD_DIR]   (default: build, or $NVMEVOL_BUILD_DIR)
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${1:-${NVMEVOL_BUILD_DIR:-build}}
+BINS=("$BUILD/tests/test-nvme-guest" "$BUILD/src/nvmevol")
+T0=$(date +%s)
+
+for b in "${BINS[@]}"; do
+	[ -x "$b" ] || ninja -C "$BUILD" >/dev/null 2>&1 || true
+	if [ ! -x "$b" ]; then
+		echo "run-nvme-tests.sh: $b not built" >&2
+		echo "0 passed, 1 failed"
+		exit 1
+	fi
+done
+command -v sfdisk >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fdisk >/dev/null 2>&1
+SFDISK=$(command -v sfdisk) || { echo "run-nvme-tests.sh: sfdisk (package fdisk) missing" >&2; echo "0 passed, 1 failed"; exit 1; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/nvmevol-nvme-qemu.XXXXXX")
+log=$work/guest.log
+trap 'rm -rf "$work"' EXIT
+for d in nvme0:700 nvme1:400 virt:400 usb:400; do
+	truncate -s "${d#*:}M" "$work/${d%%:*}.img"
+done
+
+# What qemu is told (and the guest checks).
+SERIAL0=NVQTEST0001
+SERIAL1=NVQTEST0002
+CRIT=4          # SMART critical warning bit 2: NVM subsystem reliability degraded
+VIRT_SERIAL=NVQVIRT01
+USB_SERIAL=NVQUSB01
+QEMU_FW=$(qemu-system-x86_64 --version | sed -n 's/^QEMU emulator version \([0-9.]*\).*/\1/p')
+
+q=()
+qarg() { for a in "$@"; do q+=(--qemu-arg "$a"); done; }
+qarg -drive "if=none,id=n0,format=raw,file=$work/nvme0.img"
+qarg -device "nvme,serial=$SERIAL0,drive=n0,logical_block_size=512,physical_block_size=4096,write-cache=on"
+qarg -drive "if=none,id=n1,format=raw,file=$work/nvme1.img"
+qarg -device "nvme,serial=$SERIAL1,drive=n1,smart_critical_warning=$CRIT,write-cache=off"
+qarg -drive "if=none,id=v0,format=raw,file=$work/virt.img"
+qarg -device "virtio-blk-pci,drive=v0,serial=$VIRT_SERIAL,physical_block_size=4096,min_io_size=8192,opt_io_size=65536,write-cache=off"
+qarg -drive "if=none,id=u0,format=raw,file=$work/usb.img"
+qarg -device qemu-xhci
+qarg -device "usb-storage,drive=u0,serial=$USB_SERIAL,removable=on"
+
+tests/qemu/run.sh --timeout 240 \
+	--module nvme --module virtio_pci --module virtio_blk --module xhci_pci --module usb_storage --module sd_mod \
+	--file "${BINS[0]}" --file "${BINS[1]}" --file "$SFDISK:/usr/sbin/sfdisk" \
+	--env NVQ_SERIAL0=$SERIAL0 --env NVQ_SERIAL1=$SERIAL1 --env NVQ_CRIT=$CRIT --env NVQ_FW="$QEMU_FW" \
+	--env NVQ_VIRT_SERIAL=$VIRT_SERIAL --env NVQ_USB_SERIAL=$USB_SERIAL \
+	"${q[@]}" --script tests/qemu/nvme-guest.sh 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+
+pass=$(grep -ac '^\[PASS\]' "$log")
+fail=$(grep -acE '^\[(FAIL|SKIP)\]' "$log")
+if [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; then
+	fail=1 # the guest failed without a test result (boot, devices, mkfs, timeout)
+fi
+echo "run-nvme-tests.sh: $(( $(date +%s) - T0 ))s" >&2
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$rc" -eq 0 ]
