@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <blkid.h>
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,73 +102,112 @@ static int append(ProbedDevice **devs, size_t *n, ProbedDevice *d)
 	return 0;
 }
 
-/* Resolves "UUID=x", "LABEL=x" or a path to a device name (malloc'd). */
-static char *resolve_spec(const char *spec, blkid_cache cache)
+/*
+ * Probes every block device the kernel lists in /proc/partitions, directly.
+ * libblkid's device cache is not used: it can miss a device that was attached
+ * a moment ago (a rescan right after a hot-plug would not see it).
+ */
+static int probe_all_devices(ProbedDevice **ret, size_t *ret_n)
 {
-	char *real;
+	ProbedDevice *devs = NULL;
+	size_t n = 0;
+	char line[256];
+	FILE *f = fopen("/proc/partitions", "re");
+	int r = 0;
 
-	if (strncmp(spec, "UUID=", 5) == 0 || strncmp(spec, "LABEL=", 6) == 0)
-		return blkid_evaluate_tag(spec, NULL, &cache);
+	if (!f)
+		return -errno;
+	while (r == 0 && fgets(line, sizeof(line), f)) {
+		unsigned long long blocks;
+		char name[128], path[160];
+		ProbedDevice d = { 0 };
+
+		/* "major minor #blocks name"; the header and blank lines do not parse. An extended
+		 * partition's entry is 1 block, an unbound loop device 0: neither holds a filesystem. */
+		if (sscanf(line, " %*u %*u %llu %127s", &blocks, name) != 2 || blocks < 2)
+			continue;
+		snprintf(path, sizeof(path), "/dev/%s", name);
+		if (probe_device(path, &d) < 0)
+			continue;
+		r = append(&devs, &n, &d);
+		if (r < 0)
+			probed_device_done(&d);
+	}
+	fclose(f);
+	if (r < 0) {
+		probed_devices_free(devs, n);
+		return r;
+	}
+	*ret = devs;
+	*ret_n = n;
+	return 0;
+}
+
+/* The probed device an NVMEVOL_DEVICES entry names: a path (links resolved), UUID=... or LABEL=.... */
+static ProbedDevice *find_spec(ProbedDevice *all, size_t n, const char *spec)
+{
+	_cleanup_free_ char *real = NULL;
+
+	for (size_t i = 0; i < n; i++) {
+		if (strncmp(spec, "UUID=", 5) == 0 && all[i].uuid && streq(all[i].uuid, spec + 5))
+			return &all[i];
+		if (strncmp(spec, "LABEL=", 6) == 0 && all[i].label && streq(all[i].label, spec + 6))
+			return &all[i];
+	}
+	if (spec[0] != '/')
+		return NULL;
 	/* /dev/disk/by-id/... and other links name the same node that label discovery found. */
 	real = realpath(spec, NULL);
-	return real ? real : strdup(spec);
+	return already_listed(all, n, real ? real : spec);
+}
+
+static int take(ProbedDevice **devs, size_t *n, ProbedDevice *d)
+{
+	ProbedDevice copy = { 0 };
+
+	copy.device = strdup(d->device);
+	copy.fstype = d->fstype ? strdup(d->fstype) : NULL;
+	copy.uuid = d->uuid ? strdup(d->uuid) : NULL;
+	copy.label = d->label ? strdup(d->label) : NULL;
+	copy.logical_sector_size = d->logical_sector_size;
+	copy.listed = d->listed;
+	if (!copy.device || (d->fstype && !copy.fstype) || (d->uuid && !copy.uuid) || (d->label && !copy.label) ||
+	    append(devs, n, &copy) < 0) {
+		probed_device_done(&copy);
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 int probe_scan(const char *label_prefix, char *const *explicit_devices, size_t n_explicit,
 	       ProbedDevice **ret, size_t *ret_n)
 {
-	blkid_cache cache = NULL;
-	blkid_dev_iterate it;
-	blkid_dev dev;
-	ProbedDevice *devs = NULL;
-	size_t n = 0;
-	int r = 0;
+	ProbedDevice *all = NULL, *devs = NULL;
+	size_t n_all = 0, n = 0, plen = label_prefix ? strlen(label_prefix) : 0;
+	int r;
 
-	/* "/dev/null" as cache file: always probe afresh, never write a cache. */
-	if (blkid_get_cache(&cache, "/dev/null") < 0)
-		return -ENOMEM;
-	(void)blkid_probe_all_new(cache);
-	(void)blkid_probe_all(cache);
-
-	if (label_prefix && *label_prefix) {
-		size_t plen = strlen(label_prefix);
-
-		it = blkid_dev_iterate_begin(cache);
-		while (it && blkid_dev_next(it, &dev) == 0) {
-			ProbedDevice d = { 0 };
-			const char *name;
-
-			dev = blkid_verify(cache, dev);
-			if (!dev)
-				continue;
-			name = blkid_dev_devname(dev);
-			if (!name || already_listed(devs, n, name))
-				continue;
-			/* Re-probe directly: the cache may hold stale tags for a reused loop device. */
-			if (probe_device(name, &d) < 0)
-				continue;
-			if (!d.label || strncmp(d.label, label_prefix, plen) != 0) {
-				probed_device_done(&d);
-				continue;
-			}
-			r = append(&devs, &n, &d);
-			if (r < 0) {
-				probed_device_done(&d);
-				break;
-			}
-		}
-		blkid_dev_iterate_end(it);
-	}
+	r = probe_all_devices(&all, &n_all);
+	if (r < 0)
+		return r;
+	for (size_t i = 0; r == 0 && plen > 0 && i < n_all; i++)
+		if (all[i].label && strncmp(all[i].label, label_prefix, plen) == 0)
+			r = take(&devs, &n, &all[i]);
 
 	for (size_t i = 0; r == 0 && i < n_explicit; i++) {
-		ProbedDevice d = { 0 }, *known;
-		_cleanup_free_ char *name = resolve_spec(explicit_devices[i], cache);
+		ProbedDevice *found = find_spec(all, n_all, explicit_devices[i]), *known, d = { 0 };
 
-		if (name && (known = already_listed(devs, n, name))) {
+		if (found && (known = already_listed(devs, n, found->device))) {
 			known->listed = true;
 			continue;
 		}
-		if (!name || probe_device(name, &d) < 0) {
+		if (found) {
+			found->listed = true;
+			r = take(&devs, &n, found);
+			continue;
+		}
+		/* Not among the kernel's block devices (an image file, a node elsewhere): probe it as named. */
+		if (explicit_devices[i][0] != '/' || probe_device(explicit_devices[i], &d) < 0) {
+			probed_device_done(&d);
 			d = (ProbedDevice){ .device = strdup(explicit_devices[i]) };
 			if (!d.device) {
 				r = -ENOMEM;
@@ -178,8 +219,7 @@ int probe_scan(const char *label_prefix, char *const *explicit_devices, size_t n
 		if (r < 0)
 			probed_device_done(&d);
 	}
-
-	blkid_put_cache(cache);
+	probed_devices_free(all, n_all);
 	if (r < 0) {
 		probed_devices_free(devs, n);
 		return r;
