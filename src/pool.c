@@ -553,8 +553,13 @@ static void note_geometry(Pool *p, Partition *part, const PartitionFs *fs)
 	DeviceDecision dec;
 	char line[2048];
 
+	XfsGeometry geo;
+	bool has_xfs = xfs_geometry_read(fs->root_fd, &geo) == 0; /* the ioctl outside the pool mutex */
+
 	pthread_mutex_lock(&p->lock);
-	part->device_info.has_xfs = xfs_geometry_read(fs->root_fd, &part->device_info.xfs) == 0;
+	part->device_info.has_xfs = has_xfs;
+	if (has_xfs)
+		part->device_info.xfs = geo;
 	info = part->device_info;
 	pthread_mutex_unlock(&p->lock);
 	if (!info.has_facts)
