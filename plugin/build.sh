@@ -15,6 +15,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 OUT=$REPO/plugin/out/nvmevol
 BUILD_DIR=$REPO/build-plugin
 BIN=
+BUILT=0
 STRIP=1
 
 while [ $# -gt 0 ]; do
@@ -35,6 +36,7 @@ if [ -z "$BIN" ]; then
     fi
     ninja -C "$BUILD_DIR"
     BIN=$BUILD_DIR/src/nvmevol
+    BUILT=1
 fi
 [ -x "$BIN" ] || { echo "build.sh: no executable at $BIN" >&2; exit 1; }
 jq -e '.Entrypoint[0] == "/usr/bin/nvmevol"' "$REPO/config.json" >/dev/null ||
@@ -52,6 +54,14 @@ chmod 1777 "$STAGE/rootfs/tmp"
 
 install -D -m 0755 "$BIN" "$STAGE/rootfs/usr/bin/nvmevol"
 [ "$STRIP" = 1 ] && strip --strip-unneeded "$STAGE/rootfs/usr/bin/nvmevol"
+# What ships is hardened (full RELRO, PIE, stack protector, _FORTIFY_SOURCE);
+# a --binary given for testing may be a sanitizer build and is not checked.
+if [ "$BUILT" = 1 ] && ! "$REPO/tests/check-hardening.sh" "$STAGE/rootfs/usr/bin/nvmevol" >"$STAGE/.hardening" 2>&1; then
+    echo "build.sh: the binary lacks build hardening:" >&2
+    cat "$STAGE/.hardening" >&2
+    exit 1
+fi
+rm -f "$STAGE/.hardening"
 
 # The ELF interpreter, at the path the binary names.
 INTERP=$(readelf -p .interp "$BIN" 2>/dev/null | sed -n 's/.*\]  *\(\/.*\)$/\1/p')
