@@ -191,6 +191,7 @@ exec 9>&-
 # ---- initramfs -----------------------------------------------------------
 
 root=$(mktemp -d "${TMPDIR:-/tmp}/nvmevol-initramfs.XXXXXX")
+chmod 0755 "$root" # the guest's /: mktemp made it 0700, which locks out non-root users
 trap 'rm -rf "$root"' EXIT
 mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,etc,proc,sys,dev,tmp,run,root,work,nvmevol,lib/nvmevol-modules}
 cp /bin/busybox "$root/bin/busybox"

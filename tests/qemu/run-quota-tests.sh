@@ -11,6 +11,8 @@ set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${1:-${NVMEVOL_BUILD_DIR:-build}}
 BINS=("$BUILD/tests/test-quota" "$BUILD/tests/test-daemon-quota" "$BUILD/src/nvmevol")
+# The project-ID escape check (guest-projid-escape.sh) and its tools.
+BINS+=("$BUILD/tests/tools/plugin-call" "$BUILD/tests/tools/projid" "$BUILD/tests/tools/dockercaps")
 
 for b in "${BINS[@]}"; do
 	[ -x "$b" ] || ninja -C "$BUILD" >/dev/null 2>&1 || true
@@ -21,18 +23,22 @@ for b in "${BINS[@]}"; do
 	fi
 done
 
-# One boot runs both levels: quota.c against the kernel, then the real daemon (size=, inodes=).
+# One boot runs both levels: quota.c against the kernel, then the real daemon (size=, inodes=),
+# then whether a process with Docker's capabilities escapes size= (guest-projid-escape.sh).
 script=$(mktemp "${TMPDIR:-/tmp}/nvmevol-quota-script.XXXXXX")
 cat > "$script" <<'SH'
 rc=0
 /work/test-quota --color=never --verbose -j1 || rc=1
 NVMEVOL_BINARY=/work/nvmevol /work/test-daemon-quota --color=never --verbose -j1 || rc=1
+sh /work/guest-projid-escape.sh || rc=1
 exit $rc
 SH
 
 log=$(mktemp "${TMPDIR:-/tmp}/nvmevol-quota-guest.XXXXXX")
 trap 'rm -f "$log" "$script"' EXIT
-tests/qemu/run.sh --file "${BINS[0]}" --file "${BINS[1]}" --file "${BINS[2]}" --script "$script" 2>&1 | tee "$log"
+files=()
+for b in "${BINS[@]}" tests/qemu/guest-projid-escape.sh; do files+=(--file "$b"); done
+tests/qemu/run.sh "${files[@]}" --script "$script" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 
 pass=$(grep -ac '^\[PASS\]' "$log")
