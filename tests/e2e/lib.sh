@@ -28,6 +28,13 @@ E2E_REGISTRY_DIR=$E2E_WORK/registry
 E2E_REGISTRY_PIDFILE=$E2E_WORK/registry.pid
 E2E_LOOP_DIR=$E2E_WORK/loops
 
+# A second engine (tests/e2e/projid.sh: userns-remap) sets these around
+# e2e_start_dockerd: a command the daemon runs under, and extra daemon flags.
+E2E_DOCKERD_WRAPPER=()
+E2E_DOCKERD_ARGS=()
+# Functions e2e_cleanup calls first (things a scenario started on its own).
+E2E_CLEANUP_HOOKS=()
+
 E2E_PASS=0
 E2E_FAIL=0
 E2E_FAILED_NAMES=()
@@ -173,7 +180,7 @@ e2e_start_dockerd() {
     # before the EXIT trap stops it in order.
     # In a subshell, so that it is no job of the caller's shell (no "Killed"
     # notice when a test SIGKILLs it); setsid: its own session.
-    ( setsid "$dockerd_bin" \
+    ( setsid "${E2E_DOCKERD_WRAPPER[@]}" "$dockerd_bin" "${E2E_DOCKERD_ARGS[@]}" \
         --data-root "$E2E_DATA_ROOT" \
         --exec-root "$E2E_EXEC_ROOT" \
         --pidfile "$E2E_PIDFILE" \
@@ -576,6 +583,10 @@ e2e_cleanup() {
         e2e_log "E2E_KEEP=1: leaving dockerd ($E2E_SOCK), registry and loops; 'e2e_cleanup --force' removes them"
         return 0
     fi
+    local hook
+    for hook in "${E2E_CLEANUP_HOOKS[@]}"; do
+        "$hook"
+    done
     if e2e_dockerd_alive; then
         # Remove our containers first so that their volume mounts go away.
         # Always name our socket: never the default daemon's containers.

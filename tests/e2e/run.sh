@@ -17,9 +17,12 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
+# shellcheck source=projid.sh
+. "$HERE/projid.sh"
 
 SCENARIOS=(basic mount_flag sharing inspect_ls remove hostile settings_registry
-           disable_enable upgrade dockerd_kill)
+           disable_enable upgrade dockerd_kill
+           projid_escape projid_capdrop projid_seccomp projid_userns)
 
 IMG=nvmevol-e2e/busybox:latest
 RUN=(docker run --rm --network none)
