@@ -6,16 +6,19 @@
  * runs in the busybox image of the e2e tests and in the qemu guest.
  *
  *   projid get PATH...           print each PATH's project ID and inherit flag
+ *                                (FS_IOC_FSGETXATTR) and its flags (FS_IOC_GETFLAGS)
  *   projid set ID PATH...        FS_IOC_FSSETXATTR: project ID := ID; on a
  *                                directory the inherit flag is set (cleared for 0)
  *   projid set-high ID PATH...   the same, with bit 32 set in the ioctl command
  *                                (the kernel truncates the command to 32 bits;
  *                                a seccomp rule must too)
+ *   projid set-syscall ID PATH...  the same through the file_setattr()
+ *                                system call (Linux 6.17) instead of the ioctl
  *   projid noinherit PATH...     FS_IOC_SETFLAGS without FS_PROJINHERIT_FL
  *                                (what `chattr -P` does): new files in the
  *                                directory then get project 0
  *
- * One line per PATH: "PATH projid=N inherit=0|1", "PATH: ok" or
+ * One line per PATH: "PATH projid=N inherit=0|1 flags=0x...", "PATH: ok" or
  * "PATH: ERRNAME (text)". Exit status 0 if every PATH succeeded, 1 if any
  * failed, 2 on a usage error.
  */
@@ -49,14 +52,16 @@ static int fail_close(int fd, const char *path)
 static int get_one(const char *path)
 {
 	struct fsxattr fa = { 0 };
+	int flags = 0;
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 
 	if (fd < 0)
 		return fail(path, errno);
-	if (ioctl(fd, FS_IOC_FSGETXATTR, &fa) < 0)
+	if (ioctl(fd, FS_IOC_FSGETXATTR, &fa) < 0 || ioctl(fd, FS_IOC_GETFLAGS, &flags) < 0)
 		return fail_close(fd, path);
 	close(fd);
-	printf("%s projid=%u inherit=%d\n", path, fa.fsx_projid, !!(fa.fsx_xflags & FS_XFLAG_PROJINHERIT));
+	printf("%s projid=%u inherit=%d flags=%#x\n", path, fa.fsx_projid, !!(fa.fsx_xflags & FS_XFLAG_PROJINHERIT),
+	       (unsigned)flags);
 	return 0;
 }
 
@@ -88,6 +93,40 @@ static int set_one(const char *path, uint32_t id, int high)
 	return 0;
 }
 
+/* file_setattr(2), Linux 6.17: not in glibc 2.36 nor its headers. */
+#define NR_FILE_GETATTR 468 /* x86_64 */
+#define NR_FILE_SETATTR 469
+struct file_attr_v0 {
+	uint64_t fa_xflags;
+	uint32_t fa_extsize;
+	uint32_t fa_nextents;
+	uint32_t fa_projid;
+	uint32_t fa_cowextsize;
+};
+
+static int set_syscall_one(const char *path, uint32_t id)
+{
+	struct file_attr_v0 fa = { 0 };
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return fail(path, errno);
+	if (syscall(NR_FILE_GETATTR, AT_FDCWD, path, &fa, sizeof(fa), AT_SYMLINK_NOFOLLOW) < 0)
+		return fail(path, errno);
+	fa.fa_projid = id;
+	if (S_ISDIR(st.st_mode)) {
+		if (id == 0)
+			fa.fa_xflags &= ~(uint64_t)FS_XFLAG_PROJINHERIT;
+		else
+			fa.fa_xflags |= FS_XFLAG_PROJINHERIT;
+	}
+	fa.fa_nextents = 0; /* read-only field: the kernel refuses it set */
+	if (syscall(NR_FILE_SETATTR, AT_FDCWD, path, &fa, sizeof(fa), AT_SYMLINK_NOFOLLOW) < 0)
+		return fail(path, errno);
+	printf("%s: ok\n", path);
+	return 0;
+}
+
 static int noinherit_one(const char *path)
 {
 	int flags = 0;
@@ -110,6 +149,7 @@ static int usage(void)
 	fprintf(stderr, "usage: projid get PATH...\n"
 			"       projid set ID PATH...\n"
 			"       projid set-high ID PATH...\n"
+			"       projid set-syscall ID PATH...\n"
 			"       projid noinherit PATH...\n");
 	return 2;
 }
@@ -121,7 +161,8 @@ int main(int argc, char **argv)
 
 	if (argc < 3)
 		return usage();
-	if (strcmp(argv[1], "set") == 0 || strcmp(argv[1], "set-high") == 0) {
+	if (strncmp(argv[1], "set", 3) == 0 &&
+	    (argv[1][3] == 0 || strcmp(argv[1], "set-high") == 0 || strcmp(argv[1], "set-syscall") == 0)) {
 		char *end;
 		errno = 0;
 		id = strtoul(argv[2], &end, 10);
@@ -136,8 +177,10 @@ int main(int argc, char **argv)
 			bad |= get_one(argv[i]);
 		else if (strcmp(argv[1], "noinherit") == 0)
 			bad |= noinherit_one(argv[i]);
+		else if (strcmp(argv[1], "set-syscall") == 0)
+			bad |= set_syscall_one(argv[i], (uint32_t)id);
 		else
-			bad |= set_one(argv[i], (uint32_t)id, argv[1][3] == '-');
+			bad |= set_one(argv[i], (uint32_t)id, strcmp(argv[1], "set-high") == 0);
 	}
 	fflush(stdout);
 	return bad;
