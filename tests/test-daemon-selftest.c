@@ -40,7 +40,8 @@ static void start(const char *const *env)
 	if (testbed_start(&tb, env) < 0) {
 		char cmd[400];
 		snprintf(cmd, sizeof(cmd), "tail -20 %s >&2", tb.log);
-		(void)system(cmd);
+		if (system(cmd) != 0)
+			fprintf(stderr, "(could not show %s)\n", tb.log);
 		testbed_destroy(&tb);
 		cr_assert_fail("daemon did not start (log above)");
 	}

@@ -106,7 +106,8 @@ int testbed_init(Testbed *tb, int n_parts)
 
 	memset(tb, 0, sizeof(*tb));
 	tb->pid = -1;
-	(void)getrandom(&rnd, sizeof(rnd), 0);
+	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+		rnd = (uint32_t)getpid();
 	snprintf(tb->prefix, sizeof(tb->prefix), "nvt%05u", rnd % 100000);
 	snprintf(tb->dir, sizeof(tb->dir), "%s/nvmevol-test.XXXXXX", base ? base : "/tmp");
 	if (!mkdtemp(tb->dir))
