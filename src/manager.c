@@ -420,7 +420,8 @@ static int remove_locked(Manager *m, Volume *v, char **reterr_msg)
 	}
 
 	/* Moving the directory to the trash is atomic; deleting its contents can take long. */
-	(void)getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK);
+	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
+		rnd = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)v; /* only needs to differ from other trash names */
 	snprintf(trash_name, sizeof(trash_name), "%s.%016llx", v->name, (unsigned long long)rnd);
 	if (renameat(fs->volumes_fd, v->name, fs->trash_fd, trash_name) < 0) {
 		if (errno != ENOENT) {
