@@ -11,6 +11,7 @@
 
 #include "sizelimit.h"
 #include "manager-internal.h"
+#include "nodepin.h"
 #include "util/errmsg.h"
 #include "util/fs-util.h"
 #include "util/log.h"
@@ -188,6 +189,20 @@ static int create_locked(Manager *m, const char *name, const VolumeOptions *opts
 	existing = registry_lookup(m->reg, name);
 	if (existing)
 		return create_existing(existing, opts, reterr_msg);
+	/* Only a new volume is refused on the wrong node: one that exists here has its data here. */
+	if (opts->node[0]) {
+		char here[NODE_NAME_MAX + 1];
+
+		r = nodepin_here(here, sizeof(here));
+		if (r < 0)
+			return errmsg_set(reterr_msg, r, "volume %s is pinned to node %s, but this node's host name "
+					  "cannot be read: %s", name, opts->node, errno_str(r));
+		r = nodepin_check(name, opts->node, here, reterr_msg);
+		if (r < 0) {
+			log_warning("volume %s: not created: pinned to node %s, this is %s", name, opts->node, here);
+			return r;
+		}
+	}
 	if (registry_count(m->reg) >= m->cfg->max_volumes)
 		return errmsg_set(reterr_msg, -EDQUOT, "the limit of %llu volumes is reached (NVMEVOL_MAX_VOLUMES)",
 				  (unsigned long long)m->cfg->max_volumes);

@@ -55,7 +55,7 @@ bool volume_name_is_valid(const char *name)
 
 const char *volume_options_valid_keys(void)
 {
-	return "partition (label or UUID), uid, gid, mode (octal), size (e.g. 10G; units K, M, G, T), "
+	return "partition (label or UUID), node (host name), uid, gid, mode (octal), size (e.g. 10G; units K, M, G, T), "
 	       "inodes, selftest (off|warn|enforce), min_write_mbps, min_read_mbps, min_iops, max_p99_ms, "
 	       "health (off|warn|enforce), "
 	       "suid (true|false), dev (true|false)";
@@ -72,6 +72,35 @@ static bool partition_ref_is_valid(const char *s)
 		if (s[i] <= 0x20 || s[i] >= 0x7f || s[i] == '/' || s[i] == ',' || s[i] == '=')
 			return false;
 	return true;
+}
+
+/*
+ * A host name as swarm's node.hostname shows it: letters, digits, '-', '.' and
+ * '_' (some hosts have one), starting with a letter or digit, at most 64 bytes.
+ * Stored in lower case: host names compare without case, as swarm's
+ * constraints do.
+ */
+static int parse_node(const char *val, char *ret, char **reterr_msg)
+{
+	size_t n = strlen(val);
+	char c;
+
+	if (n == 0 || n > NODE_NAME_MAX)
+		goto invalid;
+	for (size_t i = 0; i < n; i++) {
+		c = val[i];
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		      (i > 0 && (c == '-' || c == '.' || c == '_'))))
+			goto invalid;
+		ret[i] = (c >= 'A' && c <= 'Z') ? (char)(c - 'A' + 'a') : c;
+	}
+	ret[n] = '\0';
+	return 0;
+invalid:
+	return errmsg_set(reterr_msg, -EINVAL,
+			  "invalid node '%s': expected the host name of the node that may create the volume (as "
+			  "'docker node ls' shows it: letters, digits, '-', '.', '_'; at most %d characters)",
+			  val, NODE_NAME_MAX);
 }
 
 static int parse_threshold(const char *key, const char *val, double *ret, char **reterr_msg)
@@ -120,6 +149,10 @@ int volume_options_parse(const json_t *opts, VolumeOptions *ret, char **reterr_m
 			if (!partition_ref_is_valid(val))
 				return errmsg_set(reterr_msg, -EINVAL, "invalid partition '%s': give a filesystem label or UUID", val);
 			strcpy(o.partition, val);
+		} else if (streq(key, "node")) {
+			r = parse_node(val, o.node, reterr_msg);
+			if (r < 0)
+				return r;
 		} else if (streq(key, "uid")) {
 			if (parse_u32(val, &o.uid) < 0 || o.uid == UINT32_MAX)
 				return errmsg_set(reterr_msg, -EINVAL, "invalid uid '%s': expected a number from 0 to 4294967294", val);
@@ -222,6 +255,8 @@ json_t *volume_options_to_json(const VolumeOptions *o)
 		return NULL;
 	if (o->partition[0])
 		set_str(j, "partition", o->partition);
+	if (o->node[0])
+		set_str(j, "node", o->node);
 	if (o->has_uid)
 		set_fmt(j, "uid", "%u", o->uid);
 	if (o->has_gid)

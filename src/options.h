@@ -14,6 +14,7 @@
 #define OPTIONS_MAX_COUNT 32
 #define OPTION_VALUE_MAX 256
 #define PARTITION_REF_MAX 64 /* XFS labels are at most 12 bytes, UUIDs 36 */
+#define NODE_NAME_MAX 64      /* a Linux host name (HOST_NAME_MAX) */
 
 typedef enum SelftestPolicy {
 	SELFTEST_POLICY_UNSET = 0, /* use the plugin-wide default */
@@ -37,6 +38,7 @@ typedef struct SelftestThresholds {
 
 typedef struct VolumeOptions {
 	char partition[PARTITION_REF_MAX + 1]; /* label or UUID; "" = most free space */
+	char node[NODE_NAME_MAX + 1];          /* host name it may be created on, lower case; "" = any */
 	bool has_uid, has_gid, has_mode;
 	uint32_t uid, gid;
 	mode_t mode;

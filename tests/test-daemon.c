@@ -6,6 +6,7 @@
  * owner and mode with stat().
  */
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include "helpers/testbed.h"
@@ -267,6 +269,42 @@ Test(daemon, size_without_quota_support_is_refused_clearly)
 	snprintf(idx, sizeof(idx), "%s/index/sized.json", tb.state);
 	cr_assert(!exists(idx));
 	cr_assert_eq(list_count(), 0);
+}
+
+/* The wrong-node guard: the daemon runs in this test's UTS namespace, so "here" is uname's nodename. */
+Test(daemon, node_option_creates_only_on_that_node)
+{
+	struct utsname u;
+	char dir[700], idx[500], upper[80];
+	size_t i;
+
+	cr_assert_eq(uname(&u), 0);
+	cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"pinned\",\"Opts\":{\"node\":\"elsewhere-%s\"}}",
+			      u.nodename), 0, "created a volume pinned to another node");
+	cr_assert(strstr(client_err(&rep), "pinned to node elsewhere-") && strstr(client_err(&rep), "this is node") &&
+		  strstr(client_err(&rep), u.nodename) && strstr(client_err(&rep), "node.hostname==elsewhere-"),
+		  "Err does not name both nodes and the constraint: %s", client_err(&rep));
+	for (int p = 0; p < 2; p++) {
+		testbed_volume_dir(&tb, p, "pinned", dir, sizeof(dir));
+		cr_assert(!exists(dir), "a refused create left %s", dir);
+	}
+	snprintf(idx, sizeof(idx), "%s/index/pinned.json", tb.state);
+	cr_assert(!exists(idx));
+	cr_assert_eq(list_count(), 0);
+
+	/* On its own node (any case), it is an ordinary volume; Create again is idempotent. */
+	for (i = 0; u.nodename[i] && i < sizeof(upper) - 1; i++)
+		upper[i] = (char)toupper((unsigned char)u.nodename[i]);
+	upper[i] = '\0';
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"pinned\",\"Opts\":{\"node\":\"%s\"}}", upper), 0,
+		     "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"pinned\",\"Opts\":{\"node\":\"%s\"}}", u.nodename),
+		     0, "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"pinned\"}"), 0);
+	for (i = 0; upper[i]; i++)
+		upper[i] = (char)tolower((unsigned char)upper[i]);
+	cr_assert_str_eq(json_string_value(json_object_get(status_obj("options"), "node")), upper,
+			 "the canonical form is lower case");
 }
 
 Test(daemon, hostile_names_and_malformed_requests_change_nothing)

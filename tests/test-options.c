@@ -108,3 +108,44 @@ Test(options, diff_names_each_difference)
 	cr_expect(strstr(d, "gid: not set (existing) vs 3 (requested)"), "%s", d);
 	free(d);
 }
+
+Test(options, node_is_a_host_name_in_lower_case)
+{
+	static const char *const bad[] = { "", "-w1", ".w1", "_w1", "w 1", "w1/x", "w1:2377", "w1,w2",
+					   "node.hostname==w1" };
+	VolumeOptions a, b;
+	char *err = NULL, long_name[80], json[160];
+	json_t *c;
+
+	cr_assert_eq(parse("{\"node\":\"Swarm-W1.example_lab\"}", &a, &err), 0, "%s", err);
+	cr_expect_str_eq(a.node, "swarm-w1.example_lab");
+	c = volume_options_to_json(&a);
+	cr_expect_str_eq(json_string_value(json_object_get(c, "node")), "swarm-w1.example_lab");
+	json_decref(c);
+	/* Host names compare without case (as swarm's node.hostname constraints do): no difference. */
+	cr_assert_eq(parse("{\"node\":\"swarm-w1.EXAMPLE_lab\"}", &b, NULL), 0);
+	cr_expect_null(volume_options_diff(&a, &b));
+	cr_assert_eq(parse("{\"node\":\"w2\"}", &b, NULL), 0);
+	char *d = volume_options_diff(&a, &b);
+	cr_expect(d && strstr(d, "node: swarm-w1.example_lab (existing) vs w2 (requested)"), "%s", d);
+	free(d);
+	cr_assert_eq(parse("{}", &b, NULL), 0);
+	cr_expect_eq(b.node[0], '\0', "no node option: any node");
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		snprintf(json, sizeof(json), "{\"node\":\"%s\"}", bad[i]);
+		err = NULL;
+		cr_expect_lt(parse(json, &a, &err), 0, "accepted node '%s'", bad[i]);
+		cr_expect(err && strstr(err, "invalid node") && strstr(err, "docker node ls"), "Err for '%s': %s", bad[i],
+			  err);
+		free(err);
+	}
+	memset(long_name, 'a', 64);
+	long_name[64] = '\0';
+	snprintf(json, sizeof(json), "{\"node\":\"%s\"}", long_name);
+	cr_expect_eq(parse(json, &a, NULL), 0, "64 characters (HOST_NAME_MAX) are allowed");
+	long_name[64] = 'a';
+	long_name[65] = '\0';
+	snprintf(json, sizeof(json), "{\"node\":\"%s\"}", long_name);
+	cr_expect_lt(parse(json, &a, NULL), 0, "65 characters are not");
+}
