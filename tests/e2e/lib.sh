@@ -19,11 +19,16 @@ E2E_REPO=$(cd "$E2E_LIB_DIR/../.." && pwd)
 : "${E2E_PLUGIN:=nvmevol:latest}"
 : "${E2E_VERBOSE:=0}"
 
-E2E_SOCK=$E2E_WORK/docker.sock
-E2E_DATA_ROOT=$E2E_WORK/data-root
-E2E_EXEC_ROOT=$E2E_WORK/exec
-E2E_PIDFILE=$E2E_WORK/dockerd.pid
-E2E_DOCKERD_LOG=$E2E_WORK/dockerd.log
+# e2e_dockerd_dir DIR: the dockerd that the helpers below start, stop and
+# talk to keeps everything under DIR (the swarm fixture has one per node).
+e2e_dockerd_dir() {
+    E2E_SOCK=$1/docker.sock
+    E2E_DATA_ROOT=$1/data-root
+    E2E_EXEC_ROOT=$1/exec
+    E2E_PIDFILE=$1/dockerd.pid
+    E2E_DOCKERD_LOG=$1/dockerd.log
+}
+e2e_dockerd_dir "$E2E_WORK"
 E2E_REGISTRY_DIR=$E2E_WORK/registry
 E2E_REGISTRY_PIDFILE=$E2E_WORK/registry.pid
 E2E_LOOP_DIR=$E2E_WORK/loops
@@ -34,6 +39,10 @@ E2E_DOCKERD_WRAPPER=()
 E2E_DOCKERD_ARGS=()
 # Functions e2e_cleanup calls first (things a scenario started on its own).
 E2E_CLEANUP_HOOKS=()
+# The network flags of e2e_start_dockerd: none at all (the swarm fixture's nodes
+# have their own network namespaces and keep Docker's defaults).
+E2E_DOCKERD_NET_ARGS=(--bridge=none --iptables=false --ip6tables=false
+                      --ip-forward=false --ip-masq=false)
 
 E2E_PASS=0
 E2E_FAIL=0
@@ -139,6 +148,33 @@ e2e_summary() {
     [ "$E2E_FAIL" -eq 0 ]
 }
 
+# --------------------------------------------------------------- scenarios
+
+# e2e_select_scenarios [--list | NAME...]: E2E_SELECTED = the named scenarios
+# (functions scenario_NAME), or all of SCENARIOS; --list prints them and exits.
+e2e_select_scenarios() {
+    local s
+    E2E_SELECTED=()
+    if [ "${1:-}" = --list ]; then
+        printf '%s\n' "${SCENARIOS[@]}"
+        exit 0
+    fi
+    for s in "$@"; do
+        declare -F "scenario_$s" >/dev/null || e2e_die "unknown scenario '$s' (try --list)"
+        E2E_SELECTED+=("$s")
+    done
+    [ "${#E2E_SELECTED[@]}" -gt 0 ] || E2E_SELECTED=("${SCENARIOS[@]}")
+}
+
+# e2e_run_scenarios: run E2E_SELECTED in order, each headed by its start time.
+e2e_run_scenarios() {
+    local s
+    for s in "${E2E_SELECTED[@]}"; do
+        printf '# --- %s (at %d s)\n' "$s" $(( ($(date +%s%N) - E2E_START_NS) / 1000000000 ))
+        "scenario_$s"
+    done
+}
+
 # ------------------------------------------------------------------ packages
 
 # e2e_install_packages [EXTRA...]: apt-get install only what is missing.
@@ -185,8 +221,7 @@ e2e_start_dockerd() {
         --exec-root "$E2E_EXEC_ROOT" \
         --pidfile "$E2E_PIDFILE" \
         -H "unix://$E2E_SOCK" \
-        --bridge=none --iptables=false --ip6tables=false \
-        --ip-forward=false --ip-masq=false \
+        "${E2E_DOCKERD_NET_ARGS[@]}" \
         --insecure-registry "$E2E_REGISTRY_ADDR" \
         --insecure-registry "localhost:${E2E_REGISTRY_ADDR##*:}" \
         >>"$E2E_DOCKERD_LOG" 2>&1 </dev/null & )
@@ -534,13 +569,7 @@ e2e_setup_plugin_env() {
     E2E_LOOP_DEVS+=("$(e2e_make_loop_xfs "${E2E_PREFIX}a" 320)")
     E2E_LOOP_DEVS+=("$(e2e_make_loop_xfs "${E2E_PREFIX}b" 320)")
     e2e_log "partitions: ${E2E_LOOP_DEVS[*]} (labels ${E2E_PREFIX}a, ${E2E_PREFIX}b)"
-    local build_args=()
-    [ -n "${E2E_PLUGIN_BINARY:-}" ] && build_args=(--binary "$E2E_PLUGIN_BINARY")
-    if ! "$E2E_REPO/plugin/build.sh" "${build_args[@]}" >"$E2E_WORK/build.log" 2>&1; then
-        cat "$E2E_WORK/build.log" >&2
-        e2e_die "plugin/build.sh failed"
-    fi
-    grep 'rootfs size' "$E2E_WORK/build.log" | sed 's/^/# /'
+    e2e_build_plugin
     if ! "$E2E_REPO/plugin/install.sh" --replace --name "$E2E_PLUGIN" \
             "NVMEVOL_LABEL_PREFIX=$E2E_PREFIX" "NVMEVOL_LOG_LEVEL=debug" \
             "state.source=$E2E_STATE_DIR" >"$E2E_WORK/install.log" 2>&1; then
@@ -549,6 +578,42 @@ e2e_setup_plugin_env() {
         e2e_die "plugin/install.sh failed"
     fi
     e2e_log "setup done in $((SECONDS - t0)) s; plugin pid $(e2e_plugin_pid)"
+}
+
+# e2e_build_plugin: plugin/build.sh (incremental) into plugin/out/nvmevol.
+# E2E_PLUGIN_BINARY=PATH packages PATH instead of building with meson.
+e2e_build_plugin() {
+    local build_args=()
+    [ -n "${E2E_PLUGIN_BINARY:-}" ] && build_args=(--binary "$E2E_PLUGIN_BINARY")
+    if ! "$E2E_REPO/plugin/build.sh" "${build_args[@]}" >"$E2E_WORK/build.log" 2>&1; then
+        cat "$E2E_WORK/build.log" >&2
+        e2e_die "plugin/build.sh failed"
+    fi
+    grep 'rootfs size' "$E2E_WORK/build.log" | sed 's/^/# /'
+}
+
+# e2e_plugin_dir_variant TAG: a copy of plugin/out/nvmevol whose rootfs
+# differs by one file (20.10 refuses a second plugin with identical content:
+# "content sha256:...: already exists").  Prints its path.
+e2e_plugin_dir_variant() {
+    local dir=$E2E_WORK/plugin-$1
+    rm -rf "$dir"
+    cp -a "$E2E_REPO/plugin/out/nvmevol" "$dir"
+    echo "$1" >"$dir/rootfs/etc/nvmevol-e2e-tag"
+    echo "$dir"
+}
+
+# e2e_push_plugin_variant TAG [REGISTRY]: create REGISTRY/nvmevol:TAG (default
+# registry localhost:<port of E2E_REGISTRY_ADDR>) from a variant, push it, and
+# drop the local copy.  Prints the reference.
+e2e_push_plugin_variant() {
+    local ref=${2:-localhost:${E2E_REGISTRY_ADDR##*:}}/nvmevol:$1 dir
+    dir=$(e2e_plugin_dir_variant "$1")
+    docker plugin rm -f "$ref" >/dev/null 2>&1
+    docker plugin create "$ref" "$dir" >/dev/null &&
+        docker plugin push "$ref" >/dev/null &&
+        docker plugin rm "$ref" >/dev/null || return 1
+    echo "$ref"
 }
 
 # partition_roots: the root of each of our XFS partitions, as the plugin has
@@ -577,7 +642,6 @@ find_on_partitions() {
 # e2e_cleanup [--force]: remove everything this run created; safe to call
 # twice.  With E2E_KEEP=1 (and no --force) it leaves everything running.
 e2e_cleanup() {
-    local m dev file
     set +e
     if [ "${E2E_KEEP:-0}" = 1 ] && [ "${1:-}" != --force ]; then
         e2e_log "E2E_KEEP=1: leaving dockerd ($E2E_SOCK), registry and loops; 'e2e_cleanup --force' removes them"
@@ -587,17 +651,37 @@ e2e_cleanup() {
     for hook in "${E2E_CLEANUP_HOOKS[@]}"; do
         "$hook"
     done
-    if e2e_dockerd_alive; then
-        # Remove our containers first so that their volume mounts go away.
-        # Always name our socket: never the default daemon's containers.
-        local cs
-        cs=$(docker -H "unix://$E2E_SOCK" ps -aq 2>/dev/null)
-        [ -n "$cs" ] && docker -H "unix://$E2E_SOCK" rm -f $cs >/dev/null 2>&1
-    fi
+    e2e_remove_containers
     e2e_stop_dockerd
+    e2e_cleanup_common
+}
+
+# e2e_cleanup_common: what every fixture removes once its dockerds are
+# stopped: the registry, the loop devices and the work files.
+e2e_cleanup_common() {
     e2e_stop_registry
-    # Mounts of our loop devices anywhere (e.g. left in a dead namespace's
-    # propagation) are gone once dockerd and the plugin are; detach loops.
+    e2e_detach_loops
+    rm -rf "$E2E_LOOP_DIR" "$E2E_WORK"/plugin-* "$E2E_WORK"/busybox-root.*
+    return 0
+}
+
+# e2e_remove_containers: remove every container of our dockerd (if it runs),
+# so that their volume mounts go away before it stops.  Always names our
+# socket: never the default daemon's containers.
+e2e_remove_containers() {
+    local cs
+    e2e_dockerd_alive || return 0
+    cs=$(docker -H "unix://$E2E_SOCK" ps -aq 2>/dev/null)
+    [ -n "$cs" ] && docker -H "unix://$E2E_SOCK" rm -f $cs >/dev/null 2>&1
+    return 0
+}
+
+# e2e_detach_loops: detach the loop devices of $E2E_WORK/loops.list (only if
+# they still hold our backing file) and delete the files.  Mounts of them
+# anywhere (e.g. left in a dead namespace's propagation) are gone once dockerd
+# and the plugin are.
+e2e_detach_loops() {
+    local m dev file
     if [ -f "$E2E_WORK/loops.list" ]; then
         while read -r dev file; do
             [ -n "$dev" ] || continue
@@ -611,8 +695,6 @@ e2e_cleanup() {
         done <"$E2E_WORK/loops.list"
         rm -f "$E2E_WORK/loops.list"
     fi
-    rm -rf "$E2E_LOOP_DIR" "$E2E_WORK"/plugin-* "$E2E_WORK"/busybox-root.*
-    return 0
 }
 
 # e2e_init: install packages, trap EXIT, clean leftovers of a crashed run.

@@ -109,29 +109,6 @@ wait_plugin_socket() {
     done
 }
 
-# plugin_dir_variant TAG: a copy of plugin/out/nvmevol whose rootfs differs by
-# one file (20.10 refuses a second plugin with identical content:
-# "content sha256:...: already exists").  Prints its path.
-plugin_dir_variant() {
-    local dir=$E2E_WORK/plugin-$1
-    rm -rf "$dir"
-    cp -a "$E2E_REPO/plugin/out/nvmevol" "$dir"
-    echo "$1" >"$dir/rootfs/etc/nvmevol-e2e-tag"
-    echo "$dir"
-}
-
-# push_variant TAG: create localhost:5000/nvmevol:TAG from a variant, push it,
-# and drop the local copy.  Prints the reference.
-push_variant() {
-    local ref=localhost:${E2E_REGISTRY_ADDR##*:}/nvmevol:$1 dir
-    dir=$(plugin_dir_variant "$1")
-    docker plugin rm -f "$ref" >/dev/null 2>&1
-    docker plugin create "$ref" "$dir" >/dev/null &&
-        docker plugin push "$ref" >/dev/null &&
-        docker plugin rm "$ref" >/dev/null || return 1
-    echo "$ref"
-}
-
 # --------------------------------------------------------------------- setup
 
 setup() {
@@ -291,7 +268,7 @@ scenario_hostile() {
 
 scenario_settings_registry() {
     local ref alias=nvmevol-e2e-installed:latest
-    if ref=$(push_variant e2e-install); then
+    if ref=$(e2e_push_plugin_variant e2e-install); then
         e2e_ok "docker plugin push $ref to the local registry"
     else
         e2e_not_ok "docker plugin push to the local registry"
@@ -389,7 +366,7 @@ scenario_disable_enable() {
 scenario_upgrade() {
     lifecycle_prepare
     local ref
-    if ! ref=$(push_variant e2e-upgrade); then
+    if ! ref=$(e2e_push_plugin_variant e2e-upgrade); then
         e2e_not_ok "push of the upgrade to the local registry"
         return
     fi
@@ -413,7 +390,7 @@ scenario_upgrade() {
     e2e_eq "the upgraded plugin runs with the state dir $E2E_STATE_DIR" "$E2E_STATE_DIR" "$(plugin_state_source)"
     lifecycle_check "upgrade"
     # The same with plugin/install.sh --upgrade, which does all of it.
-    if ref=$(push_variant e2e-upgrade2); then
+    if ref=$(e2e_push_plugin_variant e2e-upgrade2); then
         e2e_check "plugin/install.sh --upgrade $ref" \
             "$E2E_REPO/plugin/install.sh" --name "$PLUGIN" --upgrade "$ref"
         e2e_eq "after install.sh --upgrade: reference is $ref" "$ref" \
@@ -458,21 +435,9 @@ scenario_dockerd_kill() {
 # ---------------------------------------------------------------------- main
 
 main() {
-    local s selected=()
-    if [ "${1:-}" = --list ]; then
-        printf '%s\n' "${SCENARIOS[@]}"
-        exit 0
-    fi
-    for s in "$@"; do
-        declare -F "scenario_$s" >/dev/null || e2e_die "unknown scenario '$s' (try --list)"
-        selected+=("$s")
-    done
-    [ "${#selected[@]}" -gt 0 ] || selected=("${SCENARIOS[@]}")
+    e2e_select_scenarios "$@"
     setup
-    for s in "${selected[@]}"; do
-        printf '# --- %s\n' "$s"
-        "scenario_$s"
-    done
+    e2e_run_scenarios
     printf '# dockerd log: %s\n' "$E2E_DOCKERD_LOG"
     e2e_summary
 }
