@@ -3,9 +3,10 @@
 #   unit + privileged Criterion suites (loop XFS, real daemon), the same under
 #   ASan+UBSan, fuzz-corpus replay and a bounded libFuzzer run, reliability
 #   figures (kill -9, faults, hostile input, path safety, concurrency), the
-#   quota suite in a qemu guest, and the end-to-end suite against a real dockerd,
-#   registry and docker-compose.
-# Usage: tests/run-all.sh [stage...]    stages: deps build unit asan fuzz reliability qemu e2e compose
+#   quota suite in a qemu guest, the end-to-end suite against a real dockerd,
+#   registry and docker-compose, and a three-node Docker Swarm in network
+#   namespaces.
+# Usage: tests/run-all.sh [stage...]    stages: deps build unit asan fuzz reliability qemu e2e compose swarm
 # Ends with one line "N passed, N failed" summing every stage's tests.
 set -u
 cd "$(dirname "$0")/.."
@@ -82,7 +83,7 @@ stage_deps() {
 		libmicrohttpd-dev libjansson-dev libmount-dev libblkid-dev libcriterion-dev \
 		xfsprogs util-linux fdisk fio strace valgrind python3 curl jq \
 		qemu-system-x86 cpio kmod busybox-static \
-		docker.io docker-registry docker-compose debootstrap >/dev/null || return 1
+		docker.io docker-registry docker-compose debootstrap iproute2 >/dev/null || return 1
 	echo "1 passed, 0 failed"
 }
 
@@ -131,9 +132,10 @@ stage_qemu() {
 }
 stage_e2e() { tests/e2e/run.sh; }
 stage_compose() { tests/e2e/compose.sh; }
+stage_swarm() { tests/swarm/run.sh; }
 
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(deps build unit asan fuzz reliability qemu e2e compose)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(deps build unit asan fuzz reliability qemu e2e compose swarm)
 T0=$(date +%s)
 for s in "${STAGES[@]}"; do
 	run_stage "$s" "stage_$s"
