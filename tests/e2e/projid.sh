@@ -277,28 +277,17 @@ pj_postgres_workload() {
 PJ_REMAP_DIR=$E2E_WORK/remap
 PJ_REMAP_PREFIX=nvr$(printf '%04x' $((RANDOM)))
 
-PJ_MAIN_ENV=()
-
 # pj_remap_env / pj_main_env: point lib.sh's engine variables at the remap
-# engine, and back.
+# engine, and back to the main one (under $E2E_WORK).
 pj_remap_env() {
-    PJ_MAIN_ENV=("$E2E_SOCK" "$E2E_DATA_ROOT" "$E2E_EXEC_ROOT" "$E2E_PIDFILE" "$E2E_DOCKERD_LOG")
-    E2E_SOCK=$PJ_REMAP_DIR/docker.sock
-    E2E_DATA_ROOT=$PJ_REMAP_DIR/data-root
-    E2E_EXEC_ROOT=$PJ_REMAP_DIR/exec
-    E2E_PIDFILE=$PJ_REMAP_DIR/dockerd.pid
-    E2E_DOCKERD_LOG=$PJ_REMAP_DIR/dockerd.log
+    e2e_dockerd_dir "$PJ_REMAP_DIR"
     E2E_DOCKERD_WRAPPER=(unshare -m --propagation slave "$PJ_REMAP_DIR/with-remap-user.sh")
     E2E_DOCKERD_ARGS=(--userns-remap=nvremap:nvremap)
     export DOCKER_HOST=unix://$E2E_SOCK
 }
 
 pj_main_env() {
-    E2E_SOCK=${PJ_MAIN_ENV[0]}
-    E2E_DATA_ROOT=${PJ_MAIN_ENV[1]}
-    E2E_EXEC_ROOT=${PJ_MAIN_ENV[2]}
-    E2E_PIDFILE=${PJ_MAIN_ENV[3]}
-    E2E_DOCKERD_LOG=${PJ_MAIN_ENV[4]}
+    e2e_dockerd_dir "$E2E_WORK"
     E2E_DOCKERD_WRAPPER=()
     E2E_DOCKERD_ARGS=()
     export DOCKER_HOST=unix://$E2E_SOCK
