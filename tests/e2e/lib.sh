@@ -392,9 +392,11 @@ e2e_stop_registry() {
 
 # --------------------------------------------------------------------- images
 
-# e2e_busybox_image [NAME]: a busybox-static root imported as an image.
+# e2e_busybox_image [NAME [FILE=PATH...]]: a busybox-static root imported as
+# an image, with each FILE copied to PATH in it (mode kept).
 e2e_busybox_image() {
-    local name=${1:-nvmevol-e2e/busybox:latest}
+    local name=${1:-nvmevol-e2e/busybox:latest} extra
+    [ $# -gt 0 ] && shift
     docker image inspect "$name" >/dev/null 2>&1 && return 0
     local bb root
     bb=$(command -v busybox || true)
@@ -416,6 +418,9 @@ e2e_busybox_image() {
     done
     printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/false\n' >"$root/etc/passwd"
     printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
+    for extra in "$@"; do
+        install -D -m "$(stat -c %a "${extra%%=*}")" "${extra%%=*}" "$root/${extra#*=}"
+    done
     tar -C "$root" -c . | docker import \
         -c 'ENV PATH=/bin:/sbin:/usr/bin:/usr/sbin' -c 'CMD ["/bin/sh"]' \
         - "$name" >/dev/null || e2e_die "docker import $name failed"

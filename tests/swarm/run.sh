@@ -25,6 +25,7 @@ SCENARIOS=(install replicated global upgrade stack trap guard move node_failure)
 
 M1=nvsw-m1 W1=nvsw-w1 W2=nvsw-w2
 IMG=$SWARM_REGISTRY/nvmevol-swarm/busybox:latest
+CACHE_IMG=$SWARM_REGISTRY/nvmevol-swarm/redis-standin:latest
 PG_IMG=$SWARM_REGISTRY/nvmevol-swarm/postgres:15
 DRIVER=$E2E_PLUGIN
 STACK=nvst
@@ -229,7 +230,9 @@ setup() {
         swarm_install_plugin "$n" "$ref" || e2e_die "docker plugin install $ref on $n failed"
     done
     e2e_busybox_image "$IMG"
-    docker push -q "$IMG" >/dev/null || e2e_die "docker push $IMG failed"
+    e2e_busybox_image "$CACHE_IMG" "$HERE/redis-server-standin=usr/bin/redis-server"
+    docker push -q "$IMG" >/dev/null && docker push -q "$CACHE_IMG" >/dev/null ||
+        e2e_die "docker push to $SWARM_REGISTRY failed"
     # Only the database's node needs PostgreSQL: import it there and push it
     # to our registry (so that the task's pull finds it there).
     in_node "$W2" e2e_postgres_image "$PG_IMG"
@@ -377,10 +380,9 @@ scenario_stack() {
     mgr docker node update --label-add nvmevol.db=true "$W2" >/dev/null
     N_SERVICES=$((N_SERVICES + 2))
     e2e_check "docker stack deploy -c examples/swarm/docker-compose.yml (DB_NODE=$W2)" \
-        env DB_NODE="$W2" POSTGRES_PASSWORD=swarm-test POSTGRES_IMAGE="$PG_IMG" CACHE_IMAGE="$IMG" \
+        env DB_NODE="$W2" POSTGRES_PASSWORD=swarm-test POSTGRES_IMAGE="$PG_IMG" CACHE_IMAGE="$CACHE_IMG" \
         DOCKER_HOST="unix://$(swarm_node_dir "$M1")/docker.sock" \
-        docker stack deploy --resolve-image never -c "$E2E_REPO/examples/swarm/docker-compose.yml" \
-        -c "$HERE/stack-test.yml" "$STACK"
+        docker stack deploy --resolve-image never -c "$E2E_REPO/examples/swarm/docker-compose.yml" "$STACK"
     node=$(wait_task "${STACK}_db")
     e2e_eq "the database runs on the labelled node" "$W2" "$node"
     for i in $(seq 1 60); do
@@ -397,7 +399,7 @@ scenario_stack() {
     if wait_tasks "${STACK}_cache" "${#SWARM_NODES[@]}"; then e2e_ok "the global cache runs on every node"
     else e2e_not_ok "the global cache runs on every node"; fi
     for n in "${SWARM_NODES[@]}"; do
-        e2e_eq "$n: its own ${STACK}_cache volume, written by its own task" "$n" \
+        e2e_eq "$n: its own ${STACK}_cache volume, written by its own task" "$(container "$n" "${STACK}_cache")" \
             "$(on_partition "$n" "${STACK}_cache/who")"
     done
     check_partitions "after stack deploy"
