@@ -237,12 +237,12 @@ class Testbed:
             time.sleep(0.005)
         raise RuntimeError("daemon not ready after %ss" % timeout)
 
-    def start_traced(self, strace_args, out, timeout=30):
+    def start_traced(self, strace_args, out, timeout=30, settled=None):
         """Starts the daemon with strace attached before its first instruction (a shell that stops
         itself, then execs it), waits until it serves or exits, detaches strace.
 
         Returns (serves, the Strace). No request is sent while strace is attached, so an injection
-        only hits start-up."""
+        only hits start-up; @settled (a function) says when the work it left to threads is done."""
         assert self.proc is None
         self.logf = open(self.logpath, "a")
         self.logf.write("---- start %d (traced) ----\n" % self.starts)
@@ -271,6 +271,10 @@ class Testbed:
                     served = True
                     break
             time.sleep(0.01)
+        # Work that start-up left to a thread (the trash) is traced too, until settled() or 1 s.
+        t1 = time.monotonic()
+        while served and settled and not settled() and time.monotonic() - t1 < 1 and self.proc.poll() is None:
+            time.sleep(0.005)
         st.detach()
         if served:
             while time.monotonic() - t0 < timeout:
@@ -579,7 +583,8 @@ def annotate_calls(calls):
     that expired, a retry) shift the per-thread numbers from one run to the next."""
     occ = {}
     for c in calls:
-        c["sig"] = c["name"] + "(" + re.sub(r"\d+", "N", re.sub(r"[0-9a-f]{16}", "X", c["args"]))[:80]
+        args = re.sub(r"\s+", "", c["args"])   # a call split by another thread's comes back with spaces
+        c["sig"] = c["name"] + "(" + re.sub(r"\d+", "N", re.sub(r"[0-9a-f]{16}", "X", args))[:200]
         key = (c["pid"], c["sig"])
         occ[key] = occ.get(key, 0) + 1
         c["k"] = occ[key]

@@ -64,7 +64,7 @@ else
 	TESTS=(
 		"crash|$HERE/crash.py 500 --max-seconds 150"
 		"crashpoints|$HERE/crashpoints.py"
-		"errinject|$HERE/errinject.py"
+		"errinject|$HERE/errinject.py --ci"
 		"errinject-sabotage|$HERE/errinject.py --sabotage --max-points 4"
 		"faults|$HERE/faults.py"
 		"hostile|$HERE/hostile.py 12000"
