@@ -136,17 +136,17 @@ Test(rmrf, never_follows_symlinks)
 	char path[PATH_MAX + 64];
 	int vfd;
 
-	mkdirat(root_fd, "canary", 0755);
+	cr_assert_eq(mkdirat(root_fd, "canary", 0755), 0);
 	touch_at(root_fd, "canary/keep", "keep");
 	cr_assert_eq(mkdirat(root_fd, "vol", 0755), 0);
 	vfd = openat(root_fd, "vol", O_RDONLY | O_DIRECTORY);
 	snprintf(path, sizeof(path), "%s/canary", lx.mountpoint);
-	symlinkat(path, vfd, "l1");
-	symlinkat("/", vfd, "l2");
-	mkdirat(vfd, "d", 0000);
-	symlinkat("../../canary", vfd, "d/l3");
-	mkfifoat(vfd, "fifo", 0600);
-	linkat(root_fd, "canary/keep", vfd, "hard", 0);
+	cr_assert_eq(symlinkat(path, vfd, "l1"), 0);
+	cr_assert_eq(symlinkat("/", vfd, "l2"), 0);
+	cr_assert_eq(mkdirat(vfd, "d", 0000), 0);
+	cr_assert_eq(symlinkat("../../canary", vfd, "d/l3"), 0); /* root: the 0000 directory does not stop us */
+	cr_assert_eq(mkfifoat(vfd, "fifo", 0600), 0);
+	cr_assert_eq(linkat(root_fd, "canary/keep", vfd, "hard", 0), 0);
 	close(vfd);
 	cr_assert_eq(rm_rf_at(root_fd, "vol"), 0);
 	cr_expect_not(exists_at(root_fd, "vol"));
