@@ -75,35 +75,6 @@ Test(fsutil, atomic_write_replaces_and_leaves_no_temp)
 	cr_assert_eq(system(cmd), 0);
 }
 
-Test(fsutil, rm_rf_never_follows_symlinks)
-{
-	char dir[] = "/tmp/nvmevol-rmrf.XXXXXX", path[256];
-	int fd, vfd;
-	struct stat st;
-
-	cr_assert_not_null(mkdtemp(dir));
-	fd = open(dir, O_RDONLY | O_DIRECTORY);
-	mkdirat(fd, "canary", 0755);
-	close(openat(fd, "canary/keep", O_CREAT | O_WRONLY, 0600));
-	mkdirat(fd, "vol", 0755);
-	vfd = openat(fd, "vol", O_RDONLY | O_DIRECTORY);
-	snprintf(path, sizeof(path), "%s/canary", dir);
-	cr_assert_eq(symlinkat(path, vfd, "l1"), 0);
-	cr_assert_eq(symlinkat("/", vfd, "l2"), 0);
-	mkdirat(vfd, "d", 0000);
-	/* A 0000 directory stops only a non-root run from planting this one. */
-	cr_assert(symlinkat("../../canary", vfd, "d/l3") == 0 || geteuid() != 0);
-	mkfifoat(vfd, "fifo", 0600);
-	cr_assert_eq(linkat(fd, "canary/keep", vfd, "hard", 0), 0);
-	close(vfd);
-	cr_assert_eq(rm_rf_at(fd, "vol"), 0);
-	cr_expect_neq(fstatat(fd, "vol", &st, 0), 0);
-	cr_expect_eq(fstatat(fd, "canary/keep", &st, 0), 0, "deleted through a link");
-	close(fd);
-	snprintf(path, sizeof(path), "rm -rf %s", dir);
-	cr_assert_eq(system(path), 0);
-}
-
 Test(mountinfo, parses_the_kernel_format)
 {
 	const char *text =

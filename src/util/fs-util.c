@@ -2,20 +2,30 @@
 #include <dirent.h>
 #include <limits.h>
 #include <fcntl.h>
-#include <linux/openat2.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "util/fs-util.h"
 #include "util/macro.h"
 
-#define RM_RF_MAX_DEPTH 4096
+/* fdopendir() that takes @fd over also when it fails (errno kept). */
+static DIR *fdopendir_or_close(int fd)
+{
+	DIR *d = fdopendir(fd);
+
+	if (!d) {
+		int saved = errno;
+		(void)close(fd);
+		errno = saved;
+	}
+	return d;
+}
 
 DIR *opendir_fd(int dirfd)
 {
@@ -24,13 +34,9 @@ DIR *opendir_fd(int dirfd)
 
 	if (dupfd < 0)
 		return NULL;
-	d = fdopendir(dupfd);
-	if (!d) {
-		int saved = errno;
-		(void)close(dupfd);
-		errno = saved;
+	d = fdopendir_or_close(dupfd);
+	if (!d)
 		return NULL;
-	}
 	/* The duplicate shares the file offset: start from the top whatever was read before. */
 	rewinddir(d);
 	return d;
@@ -158,24 +164,6 @@ int unlink_durable_at(int dirfd, const char *name)
 	return 0;
 }
 
-int openat_beneath(int dirfd, const char *path, int flags, mode_t mode)
-{
-	struct open_how how = {
-		.flags = (uint64_t)(flags | O_CLOEXEC),
-		.mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-			   RESOLVE_NO_XDEV,
-	};
-	long fd;
-
-	do
-		fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-	while (fd < 0 && errno == EAGAIN);
-	if (fd < 0)
-		return negative_errno();
-	return (int)fd;
-}
-
 int mkdirat_exist_ok(int dirfd, const char *name, mode_t mode)
 {
 	struct stat st;
@@ -214,96 +202,259 @@ int mkdir_p_open(const char *path, mode_t mode, int *ret_fd)
 	return *ret_fd < 0 ? negative_errno() : 0;
 }
 
-static int rm_rf_children_depth(int dirfd, dev_t dev, unsigned depth)
+/*
+ * Recursive removal with a bounded number of fds, whatever the depth. The
+ * deepest RM_RF_OPEN_MAX directories on the current path are held open as DIR
+ * streams; a shallower one is closed when the walk descends further, and
+ * re-opened on the way back up through "..", accepted only if its dev/ino is
+ * the one remembered for that level (a directory moved away underneath the
+ * walk makes it stop with -ESTALE instead of deleting in its new place). A
+ * re-opened directory is read again from its start. Memory: one inode number
+ * per level of depth, plus one per directory that could not be emptied.
+ */
+#define RM_RF_OPEN_MAX 16
+
+/* Which mount a file is on: st_dev alone misses a bind mount of the same filesystem. */
+typedef struct FileMount {
+	dev_t dev;
+	uint64_t mnt_id; /* 0 if the kernel does not say */
+	ino_t ino;
+} FileMount;
+
+static int file_mount_of(int fd, FileMount *ret)
+{
+	struct statx sx;
+
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW, STATX_INO | STATX_MNT_ID, &sx) < 0)
+		return negative_errno();
+	*ret = (FileMount){
+		.dev = makedev(sx.stx_dev_major, sx.stx_dev_minor),
+		.mnt_id = (sx.stx_mask & STATX_MNT_ID) ? sx.stx_mnt_id : 0,
+		.ino = sx.stx_ino,
+	};
+	return 0;
+}
+
+static bool file_mount_same(const FileMount *a, const FileMount *b)
+{
+	return a->dev == b->dev && a->mnt_id == b->mnt_id;
+}
+
+typedef struct RmRf {
+	FileMount top;
+	ino_t *inos; /* inos[L]: the directory at level L of the current path (0: the top) */
+	size_t depth;	/* the level being read */
+	size_t low;	/* levels low..depth have an open stream */
+	size_t failed;	/* levels below this could not be emptied (so cannot be removed) */
+	DIR *open[RM_RF_OPEN_MAX];
+	char names[RM_RF_OPEN_MAX][NAME_MAX + 1]; /* names[L % MAX]: level L's name in level L-1 */
+	ino_t *kept; /* directories left non-empty: never entered again */
+	size_t n_kept;
+	int r;	/* the first error */
+} RmRf;
+
+static DIR **rm_rf_slot(RmRf *s, size_t level)
+{
+	return &s->open[level % RM_RF_OPEN_MAX];
+}
+
+/* Records the first error; the current level (so every level above it) cannot be removed. */
+static void rm_rf_fail(RmRf *s, int r)
+{
+	if (s->r == 0)
+		s->r = r;
+	s->failed = s->depth + 1;
+}
+
+static int rm_rf_grow(ino_t **a, size_t n)
+{
+	/* Doubles at powers of two: amortised O(1) per level. */
+	if (n == 0 || (n & (n - 1)) == 0) {
+		ino_t *na = realloc(*a, (n ? n * 2 : 64) * sizeof(**a));
+		if (!na)
+			return -ENOMEM;
+		*a = na;
+	}
+	return 0;
+}
+
+static bool rm_rf_is_kept(const RmRf *s, ino_t ino)
+{
+	for (size_t i = 0; i < s->n_kept; i++)
+		if (s->kept[i] == ino)
+			return true;
+	return false;
+}
+
+/* Enters directory @name of the current level (already opened as @fd). */
+static int rm_rf_push(RmRf *s, int fd, ino_t ino, const char *name)
 {
 	DIR *d;
-	struct dirent *de;
-	int r = 0;
 
-	if (depth > RM_RF_MAX_DEPTH)
-		return -ELOOP;
-
-	d = opendir_fd(dirfd);
+	if (rm_rf_grow(&s->inos, s->depth + 1) < 0) {
+		(void)close(fd);
+		return -ENOMEM;
+	}
+	d = fdopendir_or_close(fd);
 	if (!d)
 		return negative_errno();
-
-	while ((errno = 0, de = readdir(d))) {
-		struct stat st;
-
-		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-			continue;
-		if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			if (errno != ENOENT && r == 0)
-				r = negative_errno();
-			continue;
-		}
-		if (S_ISDIR(st.st_mode)) {
-			int subfd, q;
-
-			if (st.st_dev != dev) {
-				/* A mount inside the volume: never delete across it. */
-				if (r == 0)
-					r = -EXDEV;
-				continue;
-			}
-			subfd = openat(dirfd, de->d_name,
-				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
-			if (subfd < 0 && errno == EPERM)
-				subfd = openat(dirfd, de->d_name,
-					       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (subfd < 0) {
-				/* Swapped for a symlink or file under us: unlink whatever is there now. */
-				if (errno == ENOTDIR || errno == ELOOP) {
-					if (unlinkat(dirfd, de->d_name, 0) < 0 && errno != ENOENT && r == 0)
-						r = negative_errno();
-				} else if (errno != ENOENT && r == 0)
-					r = negative_errno();
-				continue;
-			}
-			struct stat st2;
-			if (fstat(subfd, &st2) < 0 || st2.st_dev != dev) {
-				(void)close(subfd);
-				if (r == 0)
-					r = -EXDEV;
-				continue;
-			}
-			/* A mode-0000 directory must still be emptied: we are its owner's root. */
-			q = rm_rf_children_depth(subfd, dev, depth + 1);
-			(void)close(subfd);
-			if (q < 0 && r == 0)
-				r = q;
-			if (unlinkat(dirfd, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT && r == 0)
-				r = negative_errno();
-		} else {
-			if (unlinkat(dirfd, de->d_name, 0) < 0 && errno != ENOENT && r == 0)
-				r = negative_errno();
-		}
+	s->depth++;
+	s->inos[s->depth] = ino;
+	if (s->depth - s->low + 1 > RM_RF_OPEN_MAX) {
+		closedir(*rm_rf_slot(s, s->low));
+		s->low++;
 	}
-	if (errno != 0 && r == 0)
-		r = negative_errno();
+	*rm_rf_slot(s, s->depth) = d;
+	snprintf(s->names[s->depth % RM_RF_OPEN_MAX], NAME_MAX + 1, "%s", name);
+	return 0;
+}
+
+/* Leaves the current level (fully read) for its parent, and removes it if it is empty. */
+static int rm_rf_pop(RmRf *s)
+{
+	size_t level = s->depth;
+	DIR *d = *rm_rf_slot(s, level);
+	bool emptied = s->failed <= level;
+	int pfd;
+
+	if (s->low == level) {
+		/* The parent's stream was closed to bound the fds: re-open it through "..". */
+		FileMount fm;
+		DIR *pd;
+
+		pfd = openat(dirfd(d), "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (pfd < 0)
+			return negative_errno();
+		if (file_mount_of(pfd, &fm) < 0 || !file_mount_same(&fm, &s->top) || fm.ino != s->inos[level - 1]) {
+			(void)close(pfd);
+			return -ESTALE;
+		}
+		pd = fdopendir_or_close(pfd);
+		if (!pd)
+			return negative_errno();
+		*rm_rf_slot(s, level - 1) = pd;
+		s->low = level - 1;
+	}
 	closedir(d);
-	return r;
+	s->depth--;
+	if (emptied && unlinkat(dirfd(*rm_rf_slot(s, s->depth)), s->names[level % RM_RF_OPEN_MAX], AT_REMOVEDIR) < 0 &&
+	    errno != ENOENT) {
+		rm_rf_fail(s, negative_errno());
+		emptied = false;
+	}
+	if (!emptied) {
+		/* It stays, so its parent cannot be removed either; and it is never entered again. */
+		s->failed = level;
+		if (rm_rf_grow(&s->kept, s->n_kept) < 0)
+			return -ENOMEM;
+		s->kept[s->n_kept++] = s->inos[level];
+	}
+	return 0;
+}
+
+/* Handles one entry of the current level: unlinks it, or enters it if it is a directory. */
+static int rm_rf_entry(RmRf *s, const char *name)
+{
+	int fd = dirfd(*rm_rf_slot(s, s->depth)), subfd;
+	FileMount fm;
+	struct stat st;
+
+	if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+		if (errno != ENOENT)
+			rm_rf_fail(s, negative_errno());
+		return 0;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		if (unlinkat(fd, name, 0) < 0 && errno != ENOENT)
+			rm_rf_fail(s, negative_errno());
+		return 0;
+	}
+	if (st.st_dev != s->top.dev) {
+		/* A mount inside the tree: never delete across it. */
+		rm_rf_fail(s, -EXDEV);
+		return 0;
+	}
+	if (rm_rf_is_kept(s, st.st_ino)) {
+		/* Seen again after a re-open: it could not be emptied, and still cannot be removed. */
+		s->failed = s->depth + 1;
+		return 0;
+	}
+	subfd = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME);
+	if (subfd < 0 && errno == EPERM)
+		subfd = openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (subfd < 0) {
+		/* Swapped for a symlink or file under us: unlink whatever is there now. */
+		if (errno == ENOTDIR || errno == ELOOP) {
+			if (unlinkat(fd, name, 0) < 0 && errno != ENOENT)
+				rm_rf_fail(s, negative_errno());
+		} else if (errno != ENOENT)
+			rm_rf_fail(s, negative_errno());
+		return 0;
+	}
+	if (file_mount_of(subfd, &fm) < 0 || !file_mount_same(&fm, &s->top)) {
+		/* A bind mount of the same filesystem only shows in the mount ID. */
+		(void)close(subfd);
+		rm_rf_fail(s, -EXDEV);
+		return 0;
+	}
+	/* A mode-0000 directory is still entered: we are root. */
+	return rm_rf_push(s, subfd, fm.ino, name);
 }
 
 int rm_rf_children(int dirfd)
 {
+	RmRf s = { .r = 0 };
 	struct stat st;
+	int r = 0;
 
 	if (fstat(dirfd, &st) < 0)
 		return negative_errno();
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
-	return rm_rf_children_depth(dirfd, st.st_dev, 0);
+	r = file_mount_of(dirfd, &s.top);
+	if (r < 0)
+		return r;
+	if (rm_rf_grow(&s.inos, 0) < 0)
+		return -ENOMEM;
+	s.inos[0] = s.top.ino;
+	s.open[0] = opendir_fd(dirfd);
+	if (!s.open[0]) {
+		free(s.inos);
+		return negative_errno();
+	}
+
+	for (;;) {
+		struct dirent *de;
+
+		errno = 0;
+		de = readdir(*rm_rf_slot(&s, s.depth));
+		if (!de) {
+			if (errno != 0)
+				rm_rf_fail(&s, negative_errno());
+			if (s.depth == 0)
+				break;
+			r = rm_rf_pop(&s);
+		} else if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
+			r = rm_rf_entry(&s, de->d_name);
+		if (r < 0)
+			break;
+	}
+	for (size_t l = s.low; l <= s.depth; l++)
+		closedir(*rm_rf_slot(&s, l));
+	free(s.inos);
+	free(s.kept);
+	return r < 0 ? r : s.r;
 }
 
 int rm_rf_at(int dirfd, const char *name)
 {
 	_cleanup_close_ int fd = -EBADF;
-	struct stat parent, st;
+	FileMount parent, fm;
 	int r;
 
-	if (fstat(dirfd, &parent) < 0)
-		return negative_errno();
+	r = file_mount_of(dirfd, &parent);
+	if (r < 0)
+		return r;
 	fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
 		if (errno == ENOENT)
@@ -312,11 +463,12 @@ int rm_rf_at(int dirfd, const char *name)
 			return unlinkat(dirfd, name, 0) < 0 ? negative_errno() : 0;
 		return negative_errno();
 	}
-	if (fstat(fd, &st) < 0)
-		return negative_errno();
-	if (st.st_dev != parent.st_dev)
+	r = file_mount_of(fd, &fm);
+	if (r < 0)
+		return r;
+	if (!file_mount_same(&fm, &parent))
 		return -EXDEV;
-	r = rm_rf_children_depth(fd, st.st_dev, 0);
+	r = rm_rf_children(fd);
 	if (r < 0)
 		return r;
 	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)

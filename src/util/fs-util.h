@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* fd-relative file helpers: atomic writes, capped reads, confined opens, safe recursive delete. */
+/* fd-relative file helpers: atomic writes, capped reads, safe recursive delete. */
 #pragma once
 
 #include <dirent.h>
@@ -29,12 +29,6 @@ int read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *re
 /* unlinkat() followed by an fsync of the directory; -ENOENT is success. */
 int unlink_durable_at(int dirfd, const char *name);
 
-/*
- * Opens @path below @dirfd without following symlinks, magic links or crossing
- * a mount (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_XDEV).
- */
-int openat_beneath(int dirfd, const char *path, int flags, mode_t mode);
-
 /* mkdirat() that accepts an existing real directory (never a symlink). */
 int mkdirat_exist_ok(int dirfd, const char *name, mode_t mode);
 
@@ -42,9 +36,13 @@ int mkdirat_exist_ok(int dirfd, const char *name, mode_t mode);
 int mkdir_p_open(const char *path, mode_t mode, int *ret_fd);
 
 /*
- * Removes everything inside the directory @dirfd: no symlink is followed,
- * no mount boundary (st_dev change) is crossed; a mount point found inside
- * makes it fail with -EXDEV and leaves that subtree alone.
+ * Removes everything inside the directory @dirfd, at any depth, with at most
+ * 17 fds open at once. No symlink is followed and no mount boundary is
+ * crossed (another device or mount ID: also a bind mount of the same
+ * filesystem); a mount point found inside makes it fail with -EXDEV and leaves
+ * that subtree alone, everything else is removed. A directory moved out of the
+ * tree while the walk is below it stops the walk with -ESTALE. Memory: 8 bytes
+ * per level of depth.
  */
 int rm_rf_children(int dirfd);
 

@@ -16,19 +16,17 @@ Prints "crashpoints: points=N reached=N violations=0 ..." and exits non-zero on
 any violation.
 """
 import argparse
-import json
 import os
-import re
-import signal
 import subprocess
 import sys
 import time
 
+sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nvtlib import Testbed, log  # noqa: E402
+from nvtlib import (Testbed, Strace, VolumeView, MUTATING_SYSCALLS, log, strace_missing,  # noqa: E402
+                    consistency_problems, leftovers, stray_mounts)
 
-SYSCALLS = ["openat", "write", "fsync", "fdatasync", "renameat", "renameat2", "mkdirat", "unlinkat",
-            "fchown", "fchmod", "open_tree", "mount_setattr", "move_mount", "umount2", "mount"]
+SYSCALLS = [s for s in MUTATING_SYSCALLS if s != "ioctl"]
 NAME = "cpvol"
 MID = "cpid"
 OPTS = {"uid": "7", "mode": "0750"}
@@ -40,16 +38,8 @@ OPS = {
 }
 
 
-def counts_file(tb):
-    try:
-        with open(os.path.join(tb.state, "mounts", NAME + ".json")) as f:
-            return json.load(f).get("mounts", {}) or {}
-    except FileNotFoundError:
-        return {}
-
-
 def unmount_all(tb):
-    for mid, n in counts_file(tb).items():
+    for mid, n in VolumeView(tb, NAME).counts.items():
         for _ in range(n):
             tb.ok("/VolumeDriver.Unmount", {"Name": NAME, "ID": mid})
 
@@ -73,27 +63,16 @@ def precondition(tb, op):
         tb.ok("/VolumeDriver.Mount", {"Name": NAME, "ID": MID})
 
 
-def strace(args):
-    return subprocess.Popen(["strace", "-f", "-qq"] + args, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-
-
 def count_syscalls(tb, op):
-    """{syscall: calls} that the daemon makes while serving @op."""
-    out = os.path.join(tb.base, "count.txt")
-    p = strace(["-c", "-o", out, "-e", "trace=" + ",".join(SYSCALLS), "-p", str(tb.pid)])
-    time.sleep(0.4)
+    """{syscall: calls} that the daemon makes while serving @op (all threads together)."""
+    st = Strace(tb.pid, ["-e", "trace=" + ",".join(SYSCALLS)], os.path.join(tb.base, "count.trace"))
     endpoint, body = OPS[op]
     tb.ok(endpoint, body)
     time.sleep(0.2)
-    p.send_signal(signal.SIGINT)
-    p.wait(timeout=10)
+    st.detach()
     counts = {}
-    with open(out) as f:
-        for line in f:
-            m = re.match(r"\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?(\w+)\s*$", line)
-            if m and m.group(2) in SYSCALLS:
-                counts[m.group(2)] = int(m.group(1))
+    for c in st.events():
+        counts[c["name"]] = counts.get(c["name"], 0) + 1
     return counts
 
 
@@ -108,52 +87,16 @@ class Checker:
 
     def check(self, label):
         tb = self.tb
-        st, j = tb.call("/VolumeDriver.Get", {"Name": NAME})
-        present = st == 200
-        roots = tb.fs_roots()
-        recs = [os.path.join(r, "nvmevol", "meta", NAME + ".json") for r in roots]
-        recs = [r for r in recs if os.path.exists(r)]
-        dirs = [d for d in (os.path.join(r, "nvmevol", "volumes", NAME) for r in roots) if os.path.isdir(d)]
-        index = os.path.exists(os.path.join(tb.state, "index", NAME + ".json"))
-        counts = counts_file(tb)
-        total = sum(counts.values())
-        binds = [m for m in tb.our_mounts() if m["target"].startswith(tb.prop + "/")]
-        for r in roots:
-            for sub in ("meta", "quarantine"):
-                for fn in os.listdir(os.path.join(r, "nvmevol", sub)):
-                    if sub == "quarantine" or ".tmp." in fn:
-                        self.bad("%s: leftover nvmevol/%s/%s" % (label, sub, fn))
-        for d in ("index", "mounts"):
-            for fn in os.listdir(os.path.join(tb.state, d)):
-                if ".tmp." in fn:
-                    self.bad("%s: leftover %s/%s" % (label, d, fn))
-        if present:
-            status = j["Volume"].get("Status", {})
-            if status.get("state") not in ("ready", "mounted"):
-                self.bad("%s: state %s" % (label, status.get("state")))
-            if len(recs) != 1 or len(dirs) != 1 or not index:
-                self.bad("%s: present but records=%d dirs=%d index=%s" % (label, len(recs), len(dirs), index))
-            else:
-                with open(recs[0]) as f:
-                    rec = json.load(f)
-                if rec.get("state") != "ready":
-                    self.bad("%s: record state %s" % (label, rec.get("state")))
-                s = os.stat(dirs[0])
-                if (s.st_uid, s.st_mode & 0o7777) != (7, 0o750):
-                    self.bad("%s: owner/mode %d %o" % (label, s.st_uid, s.st_mode & 0o7777))
-            if status.get("mount_count") != total:
-                self.bad("%s: Status mount_count %s, stored %d" % (label, status.get("mount_count"), total))
-            if total > 0 and [b["target"] for b in binds] != [os.path.join(tb.prop, NAME)]:
-                self.bad("%s: count %d but binds %s" % (label, total, [b["target"] for b in binds]))
-            if total == 0 and binds:
-                self.bad("%s: count 0 but binds %s" % (label, [b["target"] for b in binds]))
-        else:
-            if recs or dirs or index or counts or binds:
-                self.bad("%s: absent but records=%d dirs=%d index=%s counts=%s binds=%d" %
-                         (label, len(recs), len(dirs), index, counts, len(binds)))
+        v = VolumeView(tb, NAME)
+        for p in consistency_problems(tb, v, owner=(7, 0, 0o750)):
+            self.bad("%s: %s" % (label, p))
+        for p in leftovers(tb):
+            self.bad("%s: leftover %s" % (label, p))
+        for p in stray_mounts(tb, (NAME,)):
+            self.bad("%s: stray mount %s" % (label, p))
         if not tb.canary_intact():
             self.bad("%s: canary changed" % label)
-        return present
+        return v.present
 
 
 def main():
@@ -161,9 +104,7 @@ def main():
     ap.add_argument("--binary")
     ap.add_argument("--max-per-syscall", type=int, default=0, help="cap n per syscall (0 = all)")
     args = ap.parse_args()
-    if subprocess.run(["which", "strace"], stdout=subprocess.DEVNULL).returncode != 0:
-        print("crashpoints: strace is not installed (apt-get install strace)")
-        print("0 passed, 1 failed")
+    if strace_missing("crashpoints"):
         return 1
 
     tb = Testbed(nparts=1, tag="cpts", binary=args.binary, env={"NVMEVOL_SELFTEST": "off"})
@@ -181,9 +122,8 @@ def main():
                 for n in range(1, limit + 1):
                     label = "%s/%s#%d" % (op, sc, n)
                     precondition(tb, op)
-                    p = strace(["-o", "/dev/null", "-e", "trace=" + sc,
-                                "-e", "inject=%s:signal=KILL:when=%d" % (sc, n), "-p", str(tb.pid)])
-                    time.sleep(0.3)
+                    p = Strace(tb.pid, ["-e", "trace=" + sc, "-e", "inject=%s:signal=KILL:when=%d" % (sc, n)],
+                               os.path.join(tb.base, "point.trace"))
                     endpoint, body = OPS[op]
                     points += 1
                     try:
@@ -195,8 +135,7 @@ def main():
                         reached += 1
                     except subprocess.TimeoutExpired:
                         pass  # this run made fewer calls than the count: the point was not reached
-                    p.kill()
-                    p.wait()
+                    p.detach()
                     tb.kill()  # reaps the killed daemon, or kills one the point did not reach
                     tb.start()
                     chk.check(label)

@@ -32,6 +32,8 @@ ENDPOINTS = ["/Plugin.Activate", "/VolumeDriver.Capabilities", "/VolumeDriver.Cr
              "/VolumeDriver.Remove", "/VolumeDriver.Mount", "/VolumeDriver.Unmount",
              "/VolumeDriver.Path", "/VolumeDriver.Get", "/VolumeDriver.List"]
 
+SERVING_LINE = "serving the Docker volume API"   # the daemon logs it when start-up is done
+
 SAN_PATTERNS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
                 "ERROR: UndefinedBehaviorSanitizer", "SUMMARY: AddressSanitizer")
 
@@ -235,6 +237,70 @@ class Testbed:
             time.sleep(0.005)
         raise RuntimeError("daemon not ready after %ss" % timeout)
 
+    def start_traced(self, strace_args, out, timeout=30, settled=None):
+        """Starts the daemon with strace attached before its first instruction (a shell that stops
+        itself, then execs it), waits until it serves or exits, detaches strace.
+
+        Returns (serves, the Strace). No request is sent while strace is attached, so an injection
+        only hits start-up; @settled (a function) says when the work it left to threads is done."""
+        assert self.proc is None
+        self.logf = open(self.logpath, "a")
+        self.logf.write("---- start %d (traced) ----\n" % self.starts)
+        self.logf.flush()
+        self.starts += 1
+        mark = os.path.getsize(self.logpath)
+        env = self.env()
+        # LeakSanitizer cannot run under ptrace: a start that exits while traced would abort in it.
+        env["ASAN_OPTIONS"] = env["ASAN_OPTIONS"].replace("detect_leaks=1", "detect_leaks=0")
+        self.proc = subprocess.Popen(["/bin/sh", "-c", 'kill -STOP $$; exec "$0"', self.binary],
+                                     env=env, stdout=self.logf, stderr=self.logf, stdin=subprocess.DEVNULL)
+        t0 = time.monotonic()
+        while open("/proc/%d/stat" % self.pid).read().split(") ")[1][0] != "T":
+            if time.monotonic() - t0 > 10:
+                raise RuntimeError("the start shell did not stop")
+            time.sleep(0.002)
+        st = Strace(self.pid, strace_args, out)
+        os.kill(self.pid, signal.SIGCONT)
+        served = False
+        while time.monotonic() - t0 < timeout:
+            if self.proc.poll() is not None:
+                break
+            with open(self.logpath, errors="replace") as f:
+                f.seek(mark)
+                if SERVING_LINE in f.read():
+                    served = True
+                    break
+            time.sleep(0.01)
+        # Work that start-up left to a thread (the trash) is traced too, until settled() or 1 s.
+        t1 = time.monotonic()
+        while served and settled and not settled() and time.monotonic() - t1 < 1 and self.proc.poll() is None:
+            time.sleep(0.005)
+        st.detach()
+        if served:
+            while time.monotonic() - t0 < timeout:
+                try:
+                    if self.call("/Plugin.Activate", {}, timeout=5)[0] == 200:
+                        return True, st
+                except OSError:
+                    pass
+                time.sleep(0.01)
+            raise RuntimeError("the daemon said it serves but does not answer")
+        if self.proc.poll() is None:
+            raise RuntimeError("the traced start neither served nor exited in %ds" % timeout)
+        return False, st
+
+    def start_until_attached(self, tries=5):
+        """start(), restarted until the daemon has mounted every partition of the testbed: right after
+        mkfs, libblkid may still trust a cached entry (up to 2 s old) for a reused loop device."""
+        for i in range(tries):
+            self.start()
+            if len(self.partition_mounts()) >= len(self.loops):
+                return
+            log("daemon found %d of %d partitions; restarting it" % (len(self.partition_mounts()), len(self.loops)))
+            self.stop()
+            time.sleep(1)
+        raise RuntimeError("the daemon did not find the testbed's partitions")
+
     def kill(self, sig=signal.SIGKILL):
         if self.proc is None:
             return None
@@ -377,3 +443,288 @@ class Counter(dict):
 
 def bytes_human(kib):
     return "%.1f MiB" % (kib / 1024.0)
+
+
+# ---- strace: attach, trace files, which calls change state ----
+
+# The syscalls through which nvmevol changes files, directories and mounts.
+MUTATING_SYSCALLS = ["openat", "write", "fsync", "fdatasync", "renameat", "renameat2", "mkdirat", "unlinkat",
+                     "fchown", "fchmod", "open_tree", "mount_setattr", "move_mount", "umount2", "mount", "ioctl"]
+_ALWAYS_MUTATING = {"fsync", "fdatasync", "renameat", "renameat2", "mkdirat", "unlinkat", "fchown", "fchmod",
+                    "open_tree", "mount_setattr", "move_mount", "umount2", "mount"}
+
+
+def strace_missing(test):
+    """True (after saying so, as a failed test) when strace is not installed."""
+    if shutil.which("strace"):
+        return False
+    print("%s: strace is not installed (apt-get install strace)" % test)
+    print("0 passed, 1 failed")
+    return True
+
+
+class Strace:
+    """strace -f on a running process (all threads), trace to @out; the constructor returns once it is attached.
+
+    Injections (-e inject=...:when=N) count calls per thread: every thread, including one that
+    starts later, gets its own N-th call of the syscall failed.
+    """
+
+    def __init__(self, pid, args, out, timeout=10):
+        self.out = out
+        self.err = out + ".stderr"
+        with open(self.err, "w") as ef:
+            self.p = subprocess.Popen(["strace", "-f", "-o", out] + args + ["-p", str(pid)],
+                                      stdout=subprocess.DEVNULL, stderr=ef, stdin=subprocess.DEVNULL)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            with open(self.err, errors="replace") as f:
+                if "attached" in f.read():
+                    return
+            if self.p.poll() is not None:
+                break
+            time.sleep(0.005)
+        self.detach()
+        raise RuntimeError("strace did not attach to %d: %s" % (pid, open(self.err).read()[-500:]))
+
+    def detach(self):
+        """Stops tracing; the traced process goes on (it is not strace's child)."""
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGINT)
+            try:
+                self.p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+
+    def events(self):
+        return parse_strace(self.out)
+
+
+_STRACE_LINE = re.compile(r"^(\d+)\s+(.*)$")
+_CALL = re.compile(r"^(\w+)\((.*)$")
+_RESUMED = re.compile(r"^<\.\.\. (\w+) resumed>(.*)$")
+_RET = re.compile(r"\)\s+= (-?\d+|\?|0x[0-9a-f]+)(?: (E[A-Z0-9]+) \(.*?\))?(.*)$")
+
+
+def parse_strace(path):
+    """Calls of a `strace -f -o` file in entry order: dicts pid, name, args, ret, errno, injected, seq.
+
+    seq is the call's 1-based number among the calls of that syscall in that thread (what
+    -e inject=...:when=N counts).
+    """
+    calls, pending, seqs = [], {}, {}
+    try:
+        f = open(path, errors="replace")
+    except FileNotFoundError:
+        return calls
+    with f:
+        for line in f:
+            m = _STRACE_LINE.match(line.rstrip("\n"))
+            if not m:
+                continue
+            pid, rest = int(m.group(1)), m.group(2)
+            r = _RESUMED.match(rest)
+            if r:
+                c = pending.pop(pid, None)
+                if c is None:
+                    continue
+                tail = r.group(2)
+            else:
+                cm = _CALL.match(rest)
+                if not cm:
+                    continue  # +++ exited, --- SIG..., and the like
+                name, tail = cm.group(1), cm.group(2)
+                seqs[(pid, name)] = seqs.get((pid, name), 0) + 1
+                c = dict(pid=pid, name=name, args="", ret=None, errno=None, injected=False,
+                         seq=seqs[(pid, name)])
+                calls.append(c)
+            if tail.endswith("<unfinished ...>"):
+                c["args"] += tail[:-len("<unfinished ...>")]
+                pending[pid] = c
+                continue
+            rm = _RET.search(tail)
+            if rm:
+                c["args"] += tail[:rm.start()]
+                c["ret"] = rm.group(1)
+                c["errno"] = rm.group(2)
+                c["injected"] = "(INJECTED)" in rm.group(3)
+            else:
+                c["args"] += tail
+    return calls
+
+
+def mark_mutating(calls):
+    """Sets c["mutating"] on each call: it writes to a file, a directory or the mount table.
+
+    openat counts when it opens for writing or creating; write when its fd came from such an
+    openat (not the log on stdout, not an eventfd); ioctl when it sets file attributes.
+    """
+    write_fds = set()
+    for c in calls:
+        name, args = c["name"], c["args"]
+        if name == "openat":
+            flags = args.split(", ")[2] if args.count(", ") >= 2 else ""
+            c["mutating"] = any(f in flags for f in ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_TMPFILE"))
+            if c["ret"] and c["ret"].isdigit():
+                (write_fds.add if c["mutating"] else write_fds.discard)(c["ret"])
+        elif name == "write":
+            c["mutating"] = args.split(",")[0] in write_fds
+        elif name == "ioctl":
+            c["mutating"] = "SETXATTR" in args or "SETFLAGS" in args
+        else:
+            c["mutating"] = name in _ALWAYS_MUTATING
+    return calls
+
+
+def annotate_calls(calls):
+    """Sets c["sig"] (the call with numbers and random names folded) and c["k"] (its occurrence
+    number among the same sig in its thread): a call's identity when optional calls (a cache
+    that expired, a retry) shift the per-thread numbers from one run to the next."""
+    occ = {}
+    for c in calls:
+        args = re.sub(r"\s+", "", c["args"])   # a call split by another thread's comes back with spaces
+        c["sig"] = c["name"] + "(" + re.sub(r"\d+", "N", re.sub(r"[0-9a-f]{16}", "X", args))[:200]
+        key = (c["pid"], c["sig"])
+        occ[key] = occ.get(key, 0) + 1
+        c["k"] = occ[key]
+    return calls
+
+
+def short_call(c, width=90):
+    s = "%s(%s)" % (c["name"], c["args"].strip())
+    return s if len(s) <= width else s[:width - 3] + "..."
+
+
+# ---- one volume as the kernel, the partitions, the state directory and the API see it ----
+
+class VolumeView:
+    """Everything about volume @name, read without the daemon's help (plus its Get answer);
+    @with_data: also the files in its directory."""
+
+    def __init__(self, tb, name, with_data=False):
+        self.name = name
+        try:
+            self.get_status, self.get = tb.call("/VolumeDriver.Get", {"Name": name}, timeout=30)
+        except (OSError, http.client.HTTPException) as e:
+            self.get_status, self.get = None, {"transport": str(e)}
+        self.present = self.get_status == 200
+        self.status = (self.get or {}).get("Volume", {}).get("Status", {}) if self.present else {}
+        self.roots = tb.fs_roots()
+        self.records = []
+        for r in self.roots:
+            p = os.path.join(r, "nvmevol", "meta", name + ".json")
+            if os.path.lexists(p):
+                with open(p, "rb") as f:
+                    self.records.append(f.read())
+        self.dirs = [d for d in (os.path.join(r, "nvmevol", "volumes", name) for r in self.roots)
+                     if os.path.isdir(d) and not os.path.islink(d)]
+        self.index = _read_or_none(os.path.join(tb.state, "index", name + ".json"))
+        raw = _read_or_none(os.path.join(tb.state, "mounts", name + ".json"))
+        try:
+            self.counts = (json.loads(raw).get("mounts") or {}) if raw else {}
+        except ValueError:
+            self.counts = {"<unreadable>": 1}
+        self.total = sum(self.counts.values())
+        self.binds = [(m["target"], m["root"], m["vfs"]) for m in tb.our_mounts()
+                      if m["target"] == os.path.join(tb.prop, name)]
+        self.owner = self.data = None
+        if len(self.dirs) == 1:
+            st = os.stat(self.dirs[0])
+            self.owner = (st.st_uid, st.st_gid, st.st_mode & 0o7777)
+            if with_data:
+                self.data = files_below(self.dirs[0])
+
+    def record_state(self):
+        try:
+            return json.loads(self.records[0]).get("state") if len(self.records) == 1 else None
+        except ValueError:
+            return "<unparsable>"
+
+    def essence(self):
+        """What an operation that failed must leave exactly as it was."""
+        return dict(present=self.present, records=self.records, dirs=len(self.dirs), index=self.index,
+                    counts=self.counts, binds=[(t, r) for t, r, _ in self.binds], owner=self.owner,
+                    data=self.data)
+
+
+def files_below(root):
+    """{relative path: content} of the regular files below @root (a small test tree)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for fn in filenames:
+            p = os.path.join(dirpath, fn)
+            if os.path.isfile(p) and not os.path.islink(p):
+                with open(p, "rb") as f:
+                    out[os.path.relpath(p, root)] = f.read()
+    return out
+
+
+def _read_or_none(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def leftovers(tb):
+    """Temp files, quarantined directories and (when asked) trash entries the daemon left."""
+    found = []
+    for r in tb.fs_roots():
+        for sub in ("meta", "quarantine"):
+            d = os.path.join(r, "nvmevol", sub)
+            for fn in os.listdir(d) if os.path.isdir(d) else []:
+                if sub == "quarantine" or ".tmp." in fn:
+                    found.append("nvmevol/%s/%s" % (sub, fn))
+    for sub in ("index", "mounts"):
+        d = os.path.join(tb.state, sub)
+        for fn in os.listdir(d) if os.path.isdir(d) else []:
+            if ".tmp." in fn:
+                found.append("state/%s/%s" % (sub, fn))
+    return found
+
+
+def trash_entries(tb):
+    out = []
+    for r in tb.fs_roots():
+        d = os.path.join(r, "nvmevol", "trash")
+        out += ["nvmevol/trash/" + fn for fn in (os.listdir(d) if os.path.isdir(d) else [])]
+    return out
+
+
+def consistency_problems(tb, v, owner=None):
+    """Why @v is not 'fully there' or 'fully gone', with records, index, counts and binds agreeing."""
+    bad = []
+    if v.get_status not in (200, 500) or (v.get_status == 500 and not (v.get or {}).get("Err")):
+        bad.append("Get answered %s %s" % (v.get_status, v.get))
+    if v.present:
+        if v.status.get("state") not in ("ready", "mounted"):
+            bad.append("Status state %s" % v.status.get("state"))
+        if len(v.records) != 1 or len(v.dirs) != 1 or v.index is None:
+            bad.append("present but records=%d dirs=%d index=%s" % (len(v.records), len(v.dirs), v.index is not None))
+        elif v.record_state() != "ready":
+            bad.append("record state %s" % v.record_state())
+        elif owner and v.owner and v.owner != owner:
+            bad.append("owner/mode %s, asked %s" % (v.owner, owner))
+        if v.status.get("mount_count") != v.total:
+            bad.append("Status mount_count %s, stored %d" % (v.status.get("mount_count"), v.total))
+        if v.total > 0 and len(v.binds) != 1:
+            bad.append("count %d but %d binds" % (v.total, len(v.binds)))
+        if v.total > 0 and v.binds and not ({"noatime", "nodiratime"} <= set(v.binds[0][2].split(",")) and
+                                            v.binds[0][1] == "/nvmevol/volumes/" + v.name):
+            bad.append("bind is not the volume's directory with noatime,nodiratime: %s" % (v.binds[0],))
+        if v.total == 0 and v.binds:
+            bad.append("count 0 but bound")
+    else:
+        if v.records or v.dirs or v.index is not None or v.counts or v.binds:
+            bad.append("absent but records=%d (state %s) dirs=%d index=%s counts=%s binds=%d" %
+                       (len(v.records), v.record_state(), len(v.dirs), v.index is not None, v.counts,
+                        len(v.binds)))
+    return bad
+
+
+def stray_mounts(tb, owned):
+    """Mounts under prop/ that are not the bind of a volume in @owned."""
+    return [m["target"] for m in tb.our_mounts()
+            if m["target"].startswith(tb.prop + "/") and os.path.basename(m["target"]) not in owned]

@@ -1,11 +1,11 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# Runs the reliability tests (crash recovery, faults, hostile input, path
-# safety, concurrency, and the ASan/LSan reruns) in CI mode and prints a
-# table of their figures, ending with "N passed, N failed".
+# Runs the reliability tests (crash recovery, error injection, faults, hostile
+# input, path safety, concurrency, and the ASan/LSan reruns) in CI mode and
+# prints a table of their figures, ending with "N passed, N failed".
 #
-#   tests/reliability/run-all.sh            CI mode (about 5 minutes on 2 cores)
+#   tests/reliability/run-all.sh            CI mode (about 8 minutes on 2 cores)
 #   tests/reliability/run-all.sh --soak     nightly sizes (10,000 kills, ...)
 #   FUZZ_SECONDS=45 tests/reliability/run-all.sh   also tests/fuzz/run.sh first
 #
@@ -50,6 +50,9 @@ if [ "$MODE" = soak ]; then
 	TESTS=(
 		"crash|$HERE/crash.py 10000"
 		"crashpoints|$HERE/crashpoints.py"
+		"errinject|$HERE/errinject.py"
+		"errinject-sabotage|$HERE/errinject.py --sabotage --max-points 10"
+		"errinject-asan|$HERE/errinject.py --binary $NVMEVOL_ASAN_BINARY"
 		"faults|$HERE/faults.py"
 		"hostile|$HERE/hostile.py 100000"
 		"hostile-asan|$HERE/hostile.py 20000 --binary $NVMEVOL_ASAN_BINARY"
@@ -61,6 +64,8 @@ else
 	TESTS=(
 		"crash|$HERE/crash.py 500 --max-seconds 150"
 		"crashpoints|$HERE/crashpoints.py"
+		"errinject|$HERE/errinject.py --ci"
+		"errinject-sabotage|$HERE/errinject.py --sabotage --max-points 4"
 		"faults|$HERE/faults.py"
 		"hostile|$HERE/hostile.py 12000"
 		"hostile-asan|$HERE/hostile.py 4000 --binary $NVMEVOL_ASAN_BINARY"

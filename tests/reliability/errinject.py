@@ -1,0 +1,750 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Error injection at every step: each mutating syscall of Create, Mount, Unmount and
+Remove, and of start-up recovery, is made to FAIL in turn; the request (or the start)
+goes on, and the result is checked right away and again after a restart.
+
+Operations. For each operation the daemon's calls are traced once (strace -f) and every
+call that changes state is a point: openat for writing or creating, write to such a file,
+fsync, fdatasync, renameat(2), mkdirat, unlinkat, fchown, fchmod, open_tree,
+mount_setattr, move_mount, umount2, mount, and ioctl that sets file attributes (only with
+size=/inodes=, which this host's kernel cannot do, so no ioctl point is reached here). For
+each point and each errno of the matrix below, the volume is brought to the operation's
+precondition through the API with a data file written into it, strace attaches with
+`-e inject=SYSCALL:error=ERRNO:when=N` (strace counts N per thread: the request's thread,
+and also a thread it starts such as the trash worker), the request runs to its answer, and:
+  - an Err must mean nothing changed: the same record bytes (state included), index entry,
+    directory (owner, mode, data file content), mount counts and binds in mountinfo;
+  - a success must mean the operation took effect (created with owner and mode; mounted,
+    counted, data readable through the bind; unmounted; removed with nothing left);
+  - the volume is fully there or fully gone; records, index, counts, Status and mountinfo
+    agree; no temp file, no quarantined directory, no stray mount;
+and the same again after a restart of the daemon (SIGTERM, start), plus an empty trash.
+
+Errnos: EIO for every call (what a failing disk gives), ENOSPC where space is allocated
+(openat with O_CREAT, write, fsync/fdatasync, mkdirat), EROFS where a read-only remount
+(XFS after an error) refuses changes (openat for writing, mkdirat, renameat, unlinkat),
+EPERM for ownership and mount calls (fchown, fchmod, open_tree, mount_setattr, move_mount,
+mount, umount2, ioctl: a missing capability, an LSM), EBUSY for umount2 (a mount in use).
+
+Start-up recovery. A world that start-up must repair is prepared once and restored before
+each point: a ready volume, one still mounted (its bind kept), one with a stale mount count
+(bind gone), one whose bind has no count, one whose index entry is missing, an interrupted
+create and an interrupted remove (made by kill -9 at the record commit and at the move to
+the trash, as in crashpoints.py; whatever the record then says, "removing" or nothing), an entry in the trash, and a stray bind under prop/. The
+daemon is started with strace attached from its first instruction and one mutating
+start-up call failed; it must either refuse to start (a non-zero exit, no crash) or start
+with the invariants intact (the volumes that must survive present with their data, the
+others fully there or fully gone, no stray mount), and a following clean start must reach
+the repaired world.
+
+Start-up runs in two variants: "start" (the partition still mounted, as after a daemon
+restart in the same mount namespace) and "startns" (not mounted, as in the new mount
+namespace of a restarted plugin: the partition mount(2) is then a point too). Start-up
+points also fail, with EIO, the opening of each state file it reads (a record, an index
+entry, a mount count). A partition that cannot be attached (its volumes listed as
+partition-missing) and a record that cannot be read (record-unreadable) are the documented
+degraded modes: accepted right away, counted and printed, but not after the clean start.
+
+A point is a call, not a number: the same call can get another number in the next run (a
+cache that expired adds a read of mountinfo), so a run that failed another call is checked
+too and the point is run again with the call's number in that run. A call of the trash
+worker whose number the request's own thread also reaches cannot be failed alone (strace
+counts per thread, and the request fails first): such points count, but not as reached.
+
+The full run (no option; the soak) fails every point of every operation and of both
+start-up variants with every errno of the matrix (about 450 points, 2.5 to 4 minutes on 2
+shared CPUs). CI runs --ci: the operations with the whole matrix, start-up with EIO only
+(about 290 points, 2 minutes), and a short --sabotage run. --sabotage checks that the
+checker can fail: after each request it deletes the volume's data file (or leaves a temp
+file in meta/), and every point must be reported. The soak also runs the full matrix
+against the ASan+UBSan build (--binary; a sanitizer report on an error path is a
+violation; LeakSanitizer is off while strace is attached, as it cannot run under ptrace).
+--quick (EIO only everywhere) and --max-points are for development.
+
+Prints "errinject: points=N reached=N violations=N seconds=N", the violations grouped by
+what was wrong, and "N passed, N failed" (points without / with a violation).
+"""
+import argparse
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+import traceback
+
+sys.dont_write_bytecode = True   # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nvtlib import (Testbed, Strace, VolumeView, ApiError, MUTATING_SYSCALLS, log, strace_missing,  # noqa: E402
+                    annotate_calls, mark_mutating, short_call, leftovers, trash_entries, consistency_problems,
+                    stray_mounts, run)
+
+NAME = "eivol"
+MID, MID2 = "eid-1", "eid-2"
+OPTS = {"uid": "7", "gid": "8", "mode": "0750"}
+OWNER = (7, 8, 0o750)
+DATA = "data.bin"
+
+OPS = {
+    # name: (precondition: mounted IDs, or None for "absent"), endpoint, body
+    "create": (None, "/VolumeDriver.Create", {"Name": NAME, "Opts": OPTS}),
+    "mount": ([], "/VolumeDriver.Mount", {"Name": NAME, "ID": MID}),
+    "mount2": ([MID], "/VolumeDriver.Mount", {"Name": NAME, "ID": MID2}),
+    "unmount": ([MID], "/VolumeDriver.Unmount", {"Name": NAME, "ID": MID}),
+    "unmount2": ([MID, MID2], "/VolumeDriver.Unmount", {"Name": NAME, "ID": MID2}),
+    "remove": ([], "/VolumeDriver.Remove", {"Name": NAME}),
+}
+
+
+def errnos_for(c, full=True):
+    """The errno matrix (see the docstring): EIO always, others where the kernel really returns them."""
+    name, args = c["name"], c["args"]
+    out = ["EIO"]
+    if not full:
+        return out
+    if name == "openat":
+        if "O_CREAT" in args:
+            out += ["ENOSPC"]
+        out += ["EROFS"]
+    elif name in ("write", "fsync", "fdatasync"):
+        out += ["ENOSPC"]
+    elif name == "mkdirat":
+        out += ["ENOSPC", "EROFS"]
+    elif name in ("renameat", "renameat2", "unlinkat"):
+        out += ["EROFS"]
+    elif name in ("fchown", "fchmod", "open_tree", "mount_setattr", "move_mount", "mount", "ioctl"):
+        out += ["EPERM"]
+    elif name == "umount2":
+        out += ["EPERM", "EBUSY"]
+    return out
+
+
+def points_of(calls, full=True, reads=False):
+    """[(errno, call)] for every mutating call of a traced run (the same call in two threads once);
+    @reads: also EIO for opening a state file (a record, an index entry, a mount count) to read it."""
+    seen, out = set(), []
+    for c in mark_mutating(annotate_calls(calls)):
+        state_read = reads and c["name"] == "openat" and re.match(r'\s*\d+, "[^"/]+\.json", O_RDONLY', c["args"])
+        if not (c["mutating"] or state_read) or (c["sig"], c["k"]) in seen:
+            continue
+        seen.add((c["sig"], c["k"]))
+        out += [(e, c) for e in (errnos_for(c, full) if c["mutating"] else ["EIO"])]
+    return out
+
+
+def injected_where(calls, target):
+    """(the target call was failed, its number in this run if it was not, text of what was failed)."""
+    annotate_calls(calls)
+    inj = [c for c in calls if c["injected"]]
+    text = "; ".join(short_call(c, 70) for c in inj) or "nothing failed"
+    if any((c["sig"], c["k"]) == (target["sig"], target["k"]) for c in inj):
+        return True, None, text
+    same = [c for c in calls if (c["sig"], c["k"]) == (target["sig"], target["k"])]
+    return False, (same[0]["seq"] if same else None), text
+
+
+def each_point(rep, label, target, attempt):
+    """Runs attempt(N) for a point; when a call that comes and goes (a cache, a retry) shifted the
+    numbers, again with the target's number in that run. Each run is checked in full."""
+    rep.points += 1
+    rep.point_labels.add(label)
+    n = target["seq"]
+    for _ in range(4):
+        hit, n, text = attempt(n)
+        if hit:
+            rep.reached += 1
+            return
+        if n is None:
+            log("%s: target %s not reached (failed: %s)" % (label, short_call(target, 70), text))
+            return
+        log("%s: numbers shifted, again with when=%d" % (label, n))
+
+
+class Report:
+    def __init__(self):
+        self.violations = []      # (point label, problem)
+        self.points = self.reached = 0
+        self.point_labels = set()
+        self.bad_points = set()
+        self.failed_now = "(before the injection)"   # the call(s) failed in the run being checked
+        self.sanitizer_seen = 0
+
+    def bad(self, label, problem, kind=None):
+        self.violations.append((label, problem, kind, self.failed_now))
+        self.bad_points.add(label)
+        log("VIOLATION %s: %s" % (label, problem))
+
+    def groups(self):
+        """{kind of violation: (an example, [point labels])}, biggest first; a kind is the
+        operation and the problem with numbers and quoted text folded."""
+        g = {}
+        for label, problem, kind, failed in self.violations:
+            key = "%s | %s" % (label.split("/")[0], kind or fold(problem))
+            g.setdefault(key, (problem, set()))[1].add((label, failed))
+        return sorted(g.items(), key=lambda kv: (-len(kv[1][1]), kv[0]))
+
+
+def fold(text):
+    text = re.sub(r"b?'[^']*'|\"[^\"]*\"", "'...'", text)
+    return re.sub(r"\b\d+\b", "N", text)[:160]
+
+
+# ---- the world: get to a precondition, reset ----
+
+def write_data(tb, name):
+    """Files in the volume (a few, in a subdirectory too, so that the trash worker makes more calls
+    than the request that starts it); returns what files_below() will read."""
+    d = tb.volume_dir(name)
+    tag = "%s %016x\n" % (name, random.getrandbits(64))
+    files = {DATA: tag.encode() * 512, "sub/a": b"a" + tag.encode(), "sub/b": b"b", "sub/c": b""}
+    os.mkdir(os.path.join(d, "sub"))
+    for rel, content in files.items():
+        with open(os.path.join(d, rel), "wb") as f:
+            f.write(content)
+            os.fsync(f.fileno())
+    return files
+
+
+def hard_reset(tb):
+    """Back to an empty pool whatever the daemon left: stop it, unmount, wipe, start."""
+    tb.stop() if tb.alive() else tb.kill()
+    for m in sorted((m for m in tb.our_mounts() if m["target"].startswith(tb.prop + "/")),
+                    key=lambda m: -len(m["target"])):
+        subprocess.run(["umount", "-l", m["target"]], stderr=subprocess.DEVNULL)
+    for root in tb.fs_roots():
+        for sub in ("volumes", "meta", "trash", "quarantine"):
+            wipe_children(os.path.join(root, "nvmevol", sub))
+    for sub in ("index", "mounts"):
+        wipe_children(os.path.join(tb.state, sub))
+    wipe_children(tb.prop)
+    tb.start()
+
+
+def wipe_children(d):
+    if not os.path.isdir(d):
+        return
+    for fn in os.listdir(d):
+        p = os.path.join(d, fn)
+        if os.path.isdir(p) and not os.path.islink(p):
+            shutil.rmtree(p)
+        else:
+            os.unlink(p)
+
+
+def reset_clean(tb, name=NAME):
+    """No volume @name, nothing left anywhere; through the API when it works, else hard_reset."""
+    try:
+        v = VolumeView(tb, name)
+        if v.present:
+            for mid, n in v.counts.items():
+                for _ in range(n):
+                    tb.ok("/VolumeDriver.Unmount", {"Name": name, "ID": mid})
+            tb.ok("/VolumeDriver.Remove", {"Name": name})
+        wait_trash_empty(tb, 2)
+        v = VolumeView(tb, name)
+        listed = [x["Name"] for x in tb.ok("/VolumeDriver.List", {}).get("Volumes") or []]
+        if not consistency_problems(tb, v) and not v.present and not leftovers(tb) and \
+                not trash_entries(tb) and not stray_mounts(tb, listed):
+            return
+    except (ApiError, OSError) as e:
+        log("reset through the API failed (%s); hard reset" % e)
+    hard_reset(tb)
+
+
+def wait_trash_empty(tb, seconds):
+    t0 = time.monotonic()
+    while trash_entries(tb) and time.monotonic() - t0 < seconds:
+        time.sleep(0.02)
+    return trash_entries(tb)
+
+
+def precondition(tb, op):
+    """From an empty pool to what @op expects: nothing, or the volume with data, mounted for some IDs."""
+    mounted = OPS[op][0]
+    if mounted is None:
+        return
+    tb.ok("/VolumeDriver.Create", {"Name": NAME, "Opts": OPTS})
+    write_data(tb, NAME)
+    for mid in mounted:
+        tb.ok("/VolumeDriver.Mount", {"Name": NAME, "ID": mid})
+
+
+# ---- checks ----
+
+def same_as_before(before, v):
+    """[(what, how)] that differs from @before."""
+    b, a = before.essence(), v.essence()
+    return [(k, "%s -> %s" % (short(b[k]), short(a[k]))) for k in b if b[k] != a[k]]
+
+
+def short(x):
+    s = repr(x)
+    return s if len(s) < 160 else s[:157] + "..."
+
+
+def took_effect(tb, op, before, v, answer):
+    """Why the operation that answered success did not take effect (empty: it did)."""
+    bad = []
+    if op == "create":
+        if not v.present or v.owner != OWNER:
+            bad.append("Create answered success but present=%s owner=%s" % (v.present, v.owner))
+        elif os.listdir(v.dirs[0]):
+            bad.append("new volume is not empty: %s" % os.listdir(v.dirs[0]))
+        return bad
+    if op == "remove":
+        if v.present or v.dirs or v.records or v.index is not None:
+            bad.append("Remove answered success but the volume is still there (present=%s dirs=%d records=%d)" %
+                       (v.present, len(v.dirs), len(v.records)))
+        return bad
+    if not v.present:
+        return ["%s answered success but the volume is gone" % op]
+    mid = OPS[op][2]["ID"]
+    want = dict(before.counts)
+    if op.startswith("mount"):
+        want[mid] = want.get(mid, 0) + 1
+    else:
+        want[mid] = want.get(mid, 0) - 1
+        if want[mid] <= 0:
+            del want[mid]
+    if v.counts != want:
+        bad.append("%s answered success but counts are %s, expected %s" % (op, v.counts, want))
+    if op.startswith("mount"):
+        mp = (answer or {}).get("Mountpoint")
+        if mp != os.path.join(tb.prop, NAME):
+            bad.append("Mount answered Mountpoint %r" % mp)
+        elif not v.binds:
+            bad.append("Mount answered success but nothing is mounted")
+        else:
+            try:
+                with open(os.path.join(mp, DATA), "rb") as f:
+                    if f.read() != before.data[DATA]:
+                        bad.append("data read through the bind differs")
+            except OSError as e:
+                bad.append("data not readable through the bind: %s" % e)
+    if v.data != before.data:
+        bad.append("data file changed")
+    return bad
+
+
+def check_world(tb, rep, label, op, ok, before, answer, when):
+    v = VolumeView(tb, NAME, True)
+    for p in consistency_problems(tb, v, OWNER):
+        rep.bad(label, "%s: %s" % (when, p))
+    if ok:
+        for p in took_effect(tb, op, before, v, answer):
+            rep.bad(label, "%s: %s" % (when, p))
+    else:
+        for what, how in same_as_before(before, v):
+            rep.bad(label, "%s: answered Err (%s) but %s changed: %s" % (when, short((answer or {}).get("Err")), what,
+                                                                         how),
+                    kind="%s: answered Err but %s changed" % (when, what))
+    for p in leftovers(tb):
+        rep.bad(label, "%s: leftover %s" % (when, p))
+    for p in stray_mounts(tb, (NAME,)):
+        rep.bad(label, "%s: stray mount %s" % (when, p))
+    return v
+
+
+def check_sanitizers(tb, rep, label):
+    """A sanitizer report (an ASan build on an error path) since the last check is a violation."""
+    reports = tb.sanitizer_reports()
+    for r in reports[rep.sanitizer_seen:]:
+        rep.bad(label, "sanitizer report: %s" % " ".join(r.split("\n")[:3])[:300], kind="sanitizer report")
+    rep.sanitizer_seen = len(reports)
+
+
+def sabotage(tb):
+    """Plays a broken daemon: loses the data file, or leaves a temp file behind."""
+    d = tb.volume_dir(NAME)
+    if d and os.path.exists(os.path.join(d, DATA)):
+        os.unlink(os.path.join(d, DATA))
+    else:
+        open(os.path.join(tb.fs_roots()[0], "nvmevol", "meta", ".sabotage.json.tmp.1"), "w").close()
+
+
+# ---- operations ----
+
+def trace_op(tb, op):
+    reset_clean(tb)
+    precondition(tb, op)
+    out = os.path.join(tb.base, "count-%s.trace" % op)
+    st = Strace(tb.pid, ["-e", "trace=" + ",".join(MUTATING_SYSCALLS)], out)
+    tb.ok(OPS[op][1], OPS[op][2])
+    time.sleep(0.2)   # the trash worker
+    st.detach()
+    return st.events()
+
+
+def run_op_point(tb, rep, op, target, err, args):
+    sc = target["name"]
+    label = "%s/%s#%d/%s" % (op, sc, target["seq"], err)
+
+    def attempt(n):
+        mark = len(rep.violations)
+        rep.failed_now = "(before the injection)"
+        reset_clean(tb)
+        precondition(tb, op)
+        before = VolumeView(tb, NAME, True)
+        for p in consistency_problems(tb, before, OWNER if OPS[op][0] is not None else None):
+            rep.bad(label, "precondition: %s" % p)
+        st = Strace(tb.pid, ["-e", "trace=" + sc, "-e", "inject=%s:error=%s:when=%d" % (sc, err, n)],
+                    os.path.join(tb.base, "point.trace"))
+        status, answer = None, None
+        try:
+            status, answer = tb.call(OPS[op][1], OPS[op][2], timeout=60)
+        except Exception as e:
+            rep.bad(label, "no answer: %s" % e)
+        time.sleep(0.1)   # work the request left to another thread runs under the same injection
+        st.detach()
+        result = injected_where(st.events(), target)
+        rep.failed_now = result[2]
+        ok = status == 200 and isinstance(answer, dict) and not answer.get("Err")
+        log("%s (when=%d): failed %s -> %s %s" % (label, n, result[2], status, short(answer)))
+        if args.sabotage:
+            sabotage(tb)
+        if not tb.alive():
+            rep.bad(label, "the daemon died (exit %s)" % tb.proc.returncode)
+            tb.kill()
+            tb.start()
+        else:
+            check_world(tb, rep, label, op, ok, before, answer, "right away")
+            tb.stop()
+            tb.start()
+        if trash_entries(tb) and wait_trash_empty(tb, 3):
+            rep.bad(label, "after restart: trash not emptied: %s" % trash_entries(tb))
+        check_world(tb, rep, label, op, ok, before, answer, "after restart")
+        check_sanitizers(tb, rep, label)
+        if len(rep.violations) > mark:
+            log("  at %s: failed %s" % (label, result[2]))
+            hard_reset(tb)
+        return result
+
+    each_point(rep, label, target, attempt)
+
+
+# ---- start-up recovery ----
+
+SURVIVORS = ["sok", "smnt", "sstale", "snocnt", "snoidx"]
+EPHEMERAL = ["sic", "sir"]
+SMID = "sm-1"
+
+
+class StartWorld:
+    """The prepared world that start-up must repair, saved once and restored before each point."""
+
+    def __init__(self, tb):
+        self.tb = tb
+        self.snap = os.path.join(tb.base, "snap")
+        self.stray_src = os.path.join(tb.base, "straysrc")
+        self.data = {}
+        self.degraded = 0   # starts that served with the partition not attached or a record unreadable
+
+    def kill_point(self, op, pick):
+        """N of the call that pick() chooses in a traced run of @op on a scratch volume."""
+        tb = self.tb
+        sc = "renameat"
+        reset_clean(tb, "scount")
+        if op == "remove":
+            tb.ok("/VolumeDriver.Create", {"Name": "scount", "Opts": OPTS})
+            write_data(tb, "scount")
+        out = os.path.join(tb.base, "kill-%s.trace" % op)
+        st = Strace(tb.pid, ["-e", "trace=" + sc], out)
+        tb.ok("/VolumeDriver.%s" % op.capitalize(),
+              {"Name": "scount", "Opts": OPTS} if op == "create" else {"Name": "scount"})
+        time.sleep(0.2)
+        st.detach()
+        reset_clean(tb, "scount")
+        cand = [c for c in st.events() if c["name"] == sc and c["pid"] != tb.pid and pick(c)]
+        if not cand:
+            raise RuntimeError("no %s in a traced %s to kill at" % (sc, op))
+        return sc, cand[-1]["seq"]
+
+    def kill_during(self, op, name, sc, n):
+        tb = self.tb
+        st = Strace(tb.pid, ["-e", "trace=" + sc, "-e", "inject=%s:signal=KILL:when=%d" % (sc, n)],
+                    os.path.join(tb.base, "kill.trace"))
+        try:
+            tb.call("/VolumeDriver.%s" % op.capitalize(),
+                    {"Name": name, "Opts": OPTS} if op == "create" else {"Name": name}, timeout=10)
+        except Exception:
+            pass
+        try:
+            tb.proc.wait(timeout=10)
+        finally:
+            st.detach()
+        tb.kill()
+
+    def prepare(self):
+        tb = self.tb
+        hard_reset(tb)
+        root = tb.fs_roots()[0]
+        for name in SURVIVORS:
+            tb.ok("/VolumeDriver.Create", {"Name": name, "Opts": OPTS})
+            self.data[name] = write_data(tb, name)
+        for name in ("smnt", "sstale", "snocnt"):
+            tb.ok("/VolumeDriver.Mount", {"Name": name, "ID": SMID})
+        # The record commit of a create, and the move of a removed volume's directory to the trash.
+        csc, cn = self.kill_point("create", lambda c: '"scount.json"' in c["args"])
+        rsc, rn = self.kill_point("remove", lambda c: re.match(r'\s*\d+, "scount",', c["args"]))
+        self.kill_during("create", "sic", csc, cn)
+        art = os.path.join(tb.base, "art")
+        os.makedirs(art)
+        sic_dir = os.path.join(root, "nvmevol", "volumes", "sic")
+        sic_index = os.path.join(tb.state, "index", "sic.json")
+        if not os.path.isdir(sic_dir) or not os.path.exists(sic_index) or \
+                os.path.exists(os.path.join(root, "nvmevol", "meta", "sic.json")):
+            raise RuntimeError("kill at create %s#%d did not leave an interrupted create" % (csc, cn))
+        run(["cp", "-a", sic_dir, sic_index, art])
+        tb.start()
+        tb.ok("/VolumeDriver.Create", {"Name": "sir", "Opts": OPTS})
+        write_data(tb, "sir")
+        self.kill_during("remove", "sir", rsc, rn)
+        rec = tb.record("sir")[1]
+        if not tb.volume_dir("sir") or (rec and rec.get("state") == "ready"):
+            # Interrupted: the directory is still there, its record says "removing" or is gone.
+            raise RuntimeError("kill at remove %s#%d did not leave an interrupted remove (record %s)" %
+                               (rsc, rn, rec))
+        run(["cp", "-a", os.path.join(art, "sic"), os.path.join(root, "nvmevol", "volumes")])
+        run(["cp", "-a", os.path.join(art, "sic.json"), os.path.join(tb.state, "index")])
+        os.unlink(os.path.join(tb.state, "index", "snoidx.json"))
+        os.unlink(os.path.join(tb.state, "mounts", "snocnt.json"))
+        run(["umount", os.path.join(tb.prop, "sstale")])
+        os.rmdir(os.path.join(tb.prop, "sstale"))
+        trash = os.path.join(root, "nvmevol", "trash", "old.1")
+        for i in range(3):
+            d = os.path.join(trash, *["t%d" % j for j in range(i * 5 + 1)])
+            os.makedirs(d)
+            with open(os.path.join(d, "f"), "w") as f:
+                f.write("trash %d\n" % i)
+        os.makedirs(self.stray_src)
+        open(os.path.join(self.stray_src, "keep"), "w").close()
+        os.makedirs(self.snap)
+        for sub in ("volumes", "meta", "trash"):
+            run(["cp", "-a", os.path.join(root, "nvmevol", sub), os.path.join(self.snap, sub)])
+        for sub in ("index", "mounts"):
+            run(["cp", "-a", os.path.join(tb.state, sub), os.path.join(self.snap, sub)])
+        self.root = root
+        self.device = tb.loops[0]
+        self.restore(unmount=False)
+
+    def binds(self):
+        vols = os.path.join(self.root, "nvmevol", "volumes")
+        return [(os.path.join(vols, "smnt"), "smnt", True), (os.path.join(vols, "snocnt"), "snocnt", True),
+                (self.stray_src, "stray", False)]
+
+    def restore(self, unmount=True, fresh=False):
+        """The prepared world again (the daemon is not running); @fresh: with the partition not
+        mounted, as in a new mount namespace (a plugin restart), the binds still there."""
+        tb = self.tb
+        assert not tb.alive()
+        if not any(m["target"] == self.root for m in tb.our_mounts()):
+            os.makedirs(self.root, exist_ok=True)
+            run(["mount", "-o", "noatime,nodiratime", self.device, self.root])
+            run(["mount", "--make-private", self.root])
+        if unmount:
+            for m in sorted((m for m in tb.our_mounts() if m["target"].startswith(tb.prop + "/")),
+                            key=lambda m: -len(m["target"])):
+                run(["umount", m["target"]])
+            wipe_children(tb.prop)
+            for sub in ("volumes", "meta", "trash", "quarantine"):
+                wipe_children(os.path.join(self.root, "nvmevol", sub))
+            for sub in ("index", "mounts"):
+                wipe_children(os.path.join(tb.state, sub))
+            # One cp for all (owners, modes and times kept): a process per file would cost a minute in CI.
+            run(["sh", "-c", 'for d in volumes meta trash; do cp -a "$0/$d/." "$1/nvmevol/$d/"; done; '
+                 'for d in index mounts; do cp -a "$0/$d/." "$2/$d/"; done', self.snap, self.root, tb.state])
+        for src, name, flags in self.binds():
+            target = os.path.join(tb.prop, name)
+            if any(m["target"] == target for m in tb.our_mounts()):
+                continue
+            os.makedirs(target, exist_ok=True)
+            run(["mount", "--bind", src, target])
+            if flags:
+                run(["mount", "-o", "remount,bind,noatime,nodiratime", target])
+        if fresh:
+            run(["umount", self.root])
+
+    def problems(self, final):
+        """What is wrong with the world now; @final: after a clean start, everything must be repaired."""
+        tb = self.tb
+        bad = []
+        views = {n: VolumeView(tb, n, True) for n in SURVIVORS + EPHEMERAL}
+        # A partition that was not attached: its volumes are listed from the index only, its records are not
+        # in use (one problem, not one per volume; a volume that vanished is still reported below).
+        missing = sorted(n for n, v in views.items() if v.status.get("state") == "partition-missing")
+        # A record that could not be read (the injected EIO) is listed as record-unreadable and not mounted:
+        # the documented mode for one bad record, accepted until the next clean start.
+        unreadable = sorted(n for n, v in views.items() if v.status.get("state") == "record-unreadable")
+        if (missing or unreadable) and final:
+            bad.append("not repaired: %s" % ", ".join(
+                ["%s %s" % (n, views[n].status.get("state")) for n in missing + unreadable]))
+        elif missing or unreadable:
+            self.degraded += 1
+        for n, v in views.items():
+            if not missing and n not in unreadable:
+                bad += ["%s: %s" % (n, p) for p in consistency_problems(tb, v, OWNER)]
+        for n in SURVIVORS:
+            v = views[n]
+            if not v.present:
+                bad.append("%s: lost (a volume that must survive start-up is gone; dirs=%d records=%d)" %
+                           (n, len(v.dirs), len(v.records)))
+            elif v.data != self.data[n] and not missing:
+                bad.append("%s: data file changed or gone" % n)
+        if len(views["smnt"].binds) != 1:
+            bad.append("smnt: a volume in use was unmounted by start-up (binds: %d)" % len(views["smnt"].binds))
+        if views["smnt"].present and views["smnt"].counts != {SMID: 1}:
+            bad.append("smnt: still-mounted volume has counts %s, expected {%s: 1}" % (views["smnt"].counts, SMID))
+        if final:
+            for n in EPHEMERAL:
+                if views[n].present:
+                    bad.append("%s: interrupted operation not repaired: still present" % n)
+            for n in ("sstale", "snocnt", "sok", "snoidx"):
+                if views[n].counts or views[n].binds:
+                    bad.append("%s: counts %s binds %d, expected none" % (n, views[n].counts, len(views[n].binds)))
+            if wait_trash_empty(tb, 3):
+                bad.append("trash not emptied: %s" % trash_entries(tb))
+        bad += ["leftover %s" % p for p in leftovers(tb)]
+        bad += ["stray mount %s" % p for p in stray_mounts(tb, SURVIVORS + EPHEMERAL)]
+        return bad
+
+
+def run_startup(tb, rep, args, world, fresh):
+    part = "startns" if fresh else "start"
+    world.restore(fresh=fresh)
+    out = os.path.join(tb.base, "count-%s.trace" % part)
+    served, st = tb.start_traced(["-e", "trace=" + ",".join(MUTATING_SYSCALLS)], out,
+                                 settled=lambda: not trash_entries(tb))
+    if not served:
+        rep.bad(part + "/clean", "the daemon did not start on the prepared world: %s" % tb.log_tail(5))
+        return
+    for p in world.problems(final=True):
+        rep.bad(part + "/clean", "a clean start does not repair the prepared world: %s" % p)
+    tb.stop()
+    pts = points_of(st.events(), full=not (args.quick or args.ci), reads=True)
+    log("%s: %d points" % (part, len(pts)))
+    if args.max_points:
+        pts = pts[:args.max_points]
+    for err, target in pts:
+        label = "%s/%s#%d/%s" % (part, target["name"], target["seq"], err)
+
+        def attempt(n):
+            sc = target["name"]
+            world.restore(fresh=fresh)
+            served, st = tb.start_traced(["-e", "trace=" + sc, "-e", "inject=%s:error=%s:when=%d" % (sc, err, n)],
+                                         os.path.join(tb.base, "point.trace"), settled=lambda: not trash_entries(tb))
+            result = injected_where(st.events(), target)
+            rep.failed_now = result[2]
+            log("%s (when=%d): failed %s -> %s" % (label, n, result[2],
+                                                   "served" if served else "exit %s" % tb.proc.returncode))
+            mark = len(rep.violations)
+            if served:
+                if args.sabotage:
+                    sabotage_world(world)
+                for p in world.problems(final=False):
+                    rep.bad(label, "right away: %s" % p)
+                tb.stop()
+            else:
+                rc = tb.proc.returncode
+                tb.kill()
+                if rc <= 0 or rc >= 128:
+                    rep.bad(label, "start-up died instead of refusing cleanly (exit %s): %s" %
+                            (rc, tb.log_tail(3)))
+            try:
+                tb.start()
+                if args.sabotage:
+                    sabotage_world(world)
+                for p in world.problems(final=True):
+                    rep.bad(label, "after a clean start: %s" % p)
+                tb.stop()
+            except RuntimeError as e:
+                rep.bad(label, "a clean start after it fails: %s" % e)
+                tb.kill()
+            check_sanitizers(tb, rep, label)
+            return result
+
+        each_point(rep, label, target, attempt)
+
+
+def sabotage_world(world):
+    d = world.tb.volume_dir("sok")
+    if d and os.path.exists(os.path.join(d, DATA)):
+        os.unlink(os.path.join(d, DATA))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--binary")
+    ap.add_argument("--quick", action="store_true", help="EIO only (for development)")
+    ap.add_argument("--ci", action="store_true", help="the CI size: start-up points with EIO only")
+    ap.add_argument("--ops", default=",".join(OPS), help="operations to inject into (default: all)")
+    ap.add_argument("--no-startup", action="store_true")
+    ap.add_argument("--only-startup", action="store_true")
+    ap.add_argument("--max-points", type=int, default=0, help="at most this many points per part (0 = all)")
+    ap.add_argument("--show", type=int, default=4, help="points listed per kind of violation")
+    ap.add_argument("--sabotage", action="store_true",
+                    help="play a broken daemon after each request: every point must be reported")
+    args = ap.parse_args()
+    if strace_missing("errinject"):
+        return 1
+
+    tb = Testbed(nparts=1, tag="einj", binary=args.binary, env={"NVMEVOL_SELFTEST": "off"})
+    rep = Report()
+    degraded = 0
+    t0 = time.time()
+    try:
+        tb.start_until_attached()
+        if not args.only_startup:
+            for op in args.ops.split(","):
+                pts = points_of(trace_op(tb, op), full=not args.quick)
+                log("%s: %d points" % (op, len(pts)))
+                if args.max_points:
+                    pts = pts[:args.max_points]
+                for err, target in pts:
+                    try:
+                        run_op_point(tb, rep, op, target, err, args)
+                    except (ApiError, RuntimeError, OSError) as e:
+                        rep.bad("%s/%s#%d/%s" % (op, target["name"], target["seq"], err),
+                                "%s: %s" % (type(e).__name__, e))
+                        hard_reset(tb)
+        if not args.no_startup:
+            world = StartWorld(tb)
+            world.prepare()
+            for fresh in (False, True):
+                run_startup(tb, rep, args, world, fresh)
+            degraded = world.degraded
+    except Exception as e:
+        rep.bad("harness", "%s: %s" % (type(e).__name__, e))
+        log(traceback.format_exc())
+        log(tb.log_tail(40))
+    finally:
+        tb.cleanup()
+    failed = len(rep.bad_points & rep.point_labels)
+    other = len(rep.bad_points - rep.point_labels)   # the harness, a prepared world that a clean start cannot repair
+    if args.sabotage:
+        # Every point must have been reported: the checker can fail. (This line first: it is the figure.)
+        print("sabotage: points=%d reported=%d missed=%d" % (rep.points, failed, rep.points - failed))
+    print("errinject: points=%d reached=%d violations=%d seconds=%.0f" %
+          (rep.points, rep.reached, len(rep.violations), time.time() - t0))
+    if degraded:
+        print("  (%d start-up points served with the partition not attached or a record unreadable: volumes "
+              "listed as partition-missing or record-unreadable, the documented degraded modes; accepted)" % degraded)
+    for kind, (example, where) in rep.groups():
+        where = sorted(where)
+        print("  [%d] %s" % (len(where), kind))
+        print("      e.g. %s" % example[:300])
+        for lb, call in where[:args.show]:
+            print("      at %s: failed %s" % (lb, call))
+        if len(where) > args.show:
+            print("      ... and %d more" % (len(where) - args.show))
+    if args.sabotage:
+        missed = rep.points - failed
+        print("%d passed, %d failed" % (1 if missed == 0 else 0, 1 if missed else 0))
+        return 1 if missed else 0
+    print("%d passed, %d failed" % (rep.points - failed, failed + other))
+    return 1 if failed + other else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
