@@ -59,12 +59,17 @@ unsigned bind_flags(const VolumeOptions *o, bool read_only)
 	       (read_only ? MOUNT_BIND_RDONLY : 0);
 }
 
-bool bind_entry_matches(const MountEntry *e, const char *name, dev_t dev, unsigned flags)
+bool bind_entry_is_volume(const MountEntry *e, const char *name, dev_t dev)
 {
 	char root[VOLUME_NAME_MAX + 32];
 
 	snprintf(root, sizeof(root), "/nvmevol/volumes/%s", name);
-	return e->dev == dev && streq(e->root, root) && mount_options_contain(e->vfs_options, "noatime") &&
+	return e->dev == dev && streq(e->root, root);
+}
+
+bool bind_entry_matches(const MountEntry *e, const char *name, dev_t dev, unsigned flags)
+{
+	return bind_entry_is_volume(e, name, dev) && mount_options_contain(e->vfs_options, "noatime") &&
 	       mount_options_contain(e->vfs_options, "nodiratime") &&
 	       mount_options_contain(e->vfs_options, "nosuid") == !!(flags & MOUNT_BIND_NOSUID) &&
 	       mount_options_contain(e->vfs_options, "nodev") == !!(flags & MOUNT_BIND_NODEV) &&

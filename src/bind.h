@@ -33,6 +33,8 @@ int bind_unmount(Binds *b, const char *name);
 /* 0 if mountinfo shows our bind of @name (device @dev, its directory, @flags); else why. */
 int bind_verify(Binds *b, const char *name, dev_t dev, unsigned flags, char **ret_options, char **reterr_why);
 bool bind_entry_matches(const MountEntry *e, const char *name, dev_t dev, unsigned flags);
+/* The same without the flags: @e is volume @name's directory from device @dev (flags unknown). */
+bool bind_entry_is_volume(const MountEntry *e, const char *name, dev_t dev);
 
 /* Every mount strictly below the propagated mount, from one read of mountinfo. */
 int bind_list_all(Binds *b, MountEntry **ret, size_t *ret_n);

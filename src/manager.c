@@ -613,6 +613,8 @@ static int mount_locked(Manager *m, Volume *v, const char *id, char **ret_mountp
 		registry_write_lock(m->reg);
 		(void)volume_mount_drop(v, id);
 		registry_unlock(m->reg);
+		/* A failed atomic write may have landed (a failed fsync after the rename): write the old counts back. */
+		(void)store_save_mounts(m->store, v);
 		if (fresh)
 			(void)unbind_volume(m, v);
 		r = errmsg_set(reterr_msg, r, "volume %s: cannot record the mount in %s/mounts: %s", v->name,
@@ -688,6 +690,8 @@ int manager_unmount(Manager *m, const char *name, const char *id, char **reterr_
 	(void)volume_mount_drop(v, id);
 	registry_unlock(m->reg);
 	r = store_save_mounts(m->store, v);
+	if (r < 0)
+		r = store_save_mounts(m->store, v); /* once more: a stored count that stays higher blocks Remove */
 	if (r < 0)
 		/* The stored count stays higher: the fail-safe direction (an extra "in use"). */
 		log_warning_errno(r, "volume %s: cannot record the unmount; the stored count stays higher", name);

@@ -281,7 +281,8 @@ int unmount_path(const char *path)
 {
 	if (umount2(path, UMOUNT_NOFOLLOW) == 0)
 		return 0;
-	if (errno == EBUSY && umount2(path, UMOUNT_NOFOLLOW | MNT_DETACH) == 0)
+	/* Busy, or any other failure: a lazy detach takes the mount out of the namespace all the same. */
+	if (umount2(path, UMOUNT_NOFOLLOW | MNT_DETACH) == 0)
 		return 0;
 	return negative_errno();
 }

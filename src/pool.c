@@ -423,7 +423,7 @@ static int check_mount(const char *mountpoint, dev_t want_dev, bool read_only, M
 	return r;
 }
 
-static int open_subdir(int parent, const char *name, mode_t mode, dev_t dev, bool create)
+static int open_subdir(int parent, const char *name, mode_t mode, dev_t dev, bool create, bool *created)
 {
 	struct stat st;
 	int fd, r;
@@ -432,6 +432,7 @@ static int open_subdir(int parent, const char *name, mode_t mode, dev_t dev, boo
 		r = mkdirat_exist_ok(parent, name, mode);
 		if (r < 0)
 			return r;
+		*created = *created || r > 0;
 	}
 	fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
@@ -458,7 +459,7 @@ static int lay_out(const char *mountpoint, PartitionFs *fs)
 		{ "trash", 0700, &fs->trash_fd },      { "selftest", 0700, &fs->scratch_fd },
 		{ "quarantine", 0700, &fs->quarantine_fd },
 	};
-	bool create = !fs->read_only;
+	bool create = !fs->read_only, created = false;
 	struct stat st;
 	struct statfs sf;
 	int r;
@@ -471,14 +472,14 @@ static int lay_out(const char *mountpoint, PartitionFs *fs)
 	if (st.st_dev != fs->dev || sf.f_type != XFS_SUPER_MAGIC)
 		return -EXDEV;
 
-	r = open_subdir(fs->root_fd, "nvmevol", 0711, fs->dev, create);
+	r = open_subdir(fs->root_fd, "nvmevol", 0711, fs->dev, create, &created);
 	if (r == -ENOENT && !create)
 		return 0;
 	if (r < 0)
 		return r;
 	fs->tree_fd = r;
 	for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
-		r = open_subdir(fs->tree_fd, dirs[i].name, dirs[i].mode, fs->dev, create);
+		r = open_subdir(fs->tree_fd, dirs[i].name, dirs[i].mode, fs->dev, create, &created);
 		if (r == -ENOENT && !create)
 			continue;
 		if (r < 0)
@@ -487,7 +488,8 @@ static int lay_out(const char *mountpoint, PartitionFs *fs)
 	}
 	if (!create)
 		return 0;
-	if (fsync(fs->tree_fd) < 0 || fsync(fs->root_fd) < 0)
+	/* New directories are made durable; on a laid-out partition nothing was written. */
+	if (created && (fsync(fs->tree_fd) < 0 || fsync(fs->root_fd) < 0))
 		return negative_errno();
 	(void)remove_atomic_tmp_files(fs->meta_fd);
 	return 0;

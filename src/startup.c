@@ -181,16 +181,23 @@ static void recover_partition(Manager *m, Partition *part, PartitionFs *fs, cons
 	d = opendir_fd(fs->volumes_fd);
 	while (d && (de = readdir(d))) {
 		_cleanup_(volume_unrefp) Volume *idx = NULL;
+		bool valid = volume_name_is_valid(de->d_name);
+		int r = -ENOENT;
 
 		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
 			continue;
-		if (volume_name_is_valid(de->d_name) && store_has_record(fs, de->d_name))
+		if (valid && store_has_record(fs, de->d_name))
 			continue;
-		if (volume_name_is_valid(de->d_name) && store_read_index(m->store, de->d_name, &idx) == 0 &&
-		    streq(idx->partition_uuid, info->uuid))
+		if (valid)
+			r = store_read_index(m->store, de->d_name, &idx);
+		if (r == 0 && streq(idx->partition_uuid, info->uuid))
 			roll_back_dir(m, fs, info->uuid, de->d_name);
-		else
+		else if (r == 0 || r == -ENOENT)
 			quarantine_dir(fs, pname, de->d_name, "no volume record");
+		else
+			/* Cannot tell whose it is now: decide at the next start, move nothing. */
+			log_warning("partition %s: volumes/%s has no record and its index entry is unreadable (%s); left "
+				    "for the next start", pname, de->d_name, errno_str(r));
 	}
 	if (d)
 		closedir(d);
@@ -263,6 +270,16 @@ void manager_load_attached(Manager *m, Partition **parts, size_t n)
 
 /* ---- the host state: index entries and mount counts ---- */
 
+static bool volume_dir_exists(Manager *m, Partition *part, const char *name)
+{
+	PartitionFs *fs = partition_fs_get(m->pool, part);
+	struct stat st;
+	bool there = fs && fs->volumes_fd >= 0 && fstatat(fs->volumes_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+
+	partition_fs_put(fs);
+	return there;
+}
+
 /* An index entry only matters for a volume that no present partition has a record of. */
 static bool index_entry_needed(const char *name, void *userdata)
 {
@@ -292,6 +309,12 @@ static int load_index_entry(const char *name, Volume *v, const char *err, void *
 		partition_snapshot(m->pool, part, &info);
 		if (info.present && info.adopted) {
 			/* The partition is here and has no record: the volume was removed (or never committed). */
+			if (volume_dir_exists(m, part, name)) {
+				/* Its directory could not be moved to the trash yet: the entry says it may go, next time. */
+				log_warning("volume %s: directory without record still on partition UUID %s; keeping the "
+					    "index entry until it is rolled back", name, info.uuid);
+				return 0;
+			}
 			log_info("volume %s: dropping stale index entry (no record on partition UUID %s)", name, info.uuid);
 			return store_delete_index(m->store, name);
 		}
@@ -321,13 +344,26 @@ static int load_mounts_file(const char *name, Volume *counts, const char *err, v
 		v->mounts = TAKE_PTR(counts->mounts);
 		v->n_mounts = counts->n_mounts;
 		counts->n_mounts = 0;
+	} else if (v) {
+		/*
+		 * The counts cannot be read: assume one user, so that a bind still there is
+		 * kept (a container may be using it) and Remove says "in use". If the bind is
+		 * gone, reconcile resets this; 'nvmevol volume release' clears it otherwise.
+		 */
+		volume_mounts_clear(v);
+		(void)volume_mount_add(v, MOUNT_ID_UNREADABLE);
 	}
 	registry_unlock(m->reg);
-	if (v && counts)
+	if (v) {
+		if (!counts)
+			log_error("volume %s: mount counts unreadable (%s); counted as in use until its bind is gone", name, err);
 		return 0;
-	/* Counts of a volume that no longer exists, or unreadable: nothing can rely on them. */
-	log_warning("mount counts of %s dropped (%s)", name, v ? err : "no such volume");
-	return store_delete_mounts(m->store, name);
+	}
+	/* Counts of a volume that no longer exists: nothing can rely on them. */
+	log_warning("mount counts of %s dropped (no such volume)", name);
+	if (store_delete_mounts(m->store, name) < 0)
+		(void)store_delete_mounts(m->store, name);
+	return 0;
 }
 
 /* ---- mounts ---- */
@@ -366,8 +402,13 @@ static void reconcile_mounts(Manager *m)
 			v = registry_find_locked(m->reg, rest);
 		if (v)
 			partition_snapshot(m->pool, v->part, &info);
-		if (v && !v->corrupt && !v->mounted && volume_mount_total(v) > 0 && info.present &&
-		    bind_entry_matches(&mounts[k], v->name, info.dev, bind_flags(&v->opts, info.read_only))) {
+		/*
+		 * Counted and ours: keep it. An unreadable record hides the flags asked for:
+		 * then our directory from our partition is enough (a container may be using it).
+		 */
+		if (v && !v->mounted && volume_mount_total(v) > 0 && info.present &&
+		    (v->corrupt ? bind_entry_is_volume(&mounts[k], v->name, info.dev)
+				: bind_entry_matches(&mounts[k], v->name, info.dev, bind_flags(&v->opts, info.read_only)))) {
 			v->mounted = true;
 			free(v->bind_options);
 			v->bind_options = strdup(mounts[k].vfs_options);
@@ -394,7 +435,8 @@ static void reconcile_mounts(Manager *m)
 		log_info("volume %s: %u recorded mount(s) but the bind is gone; counts reset", v->name,
 			 volume_mount_total(v));
 		volume_mounts_clear(v);
-		(void)store_save_mounts(m->store, v);
+		if (store_save_mounts(m->store, v) < 0)
+			(void)store_save_mounts(m->store, v); /* once more: a stale count would block Remove */
 	}
 	bind_clean_mountpoints(m->binds, mountpoint_in_use, m);
 }
@@ -460,8 +502,9 @@ int manager_start(Manager *m, char **reterr_msg)
 		v = volume_ref(registry_at_locked(m->reg, i));
 		registry_unlock(m->reg);
 		fs = v->index_only || v->corrupt ? NULL : partition_fs_get(m->pool, v->part);
-		if (fs && !v->indexed)
-			(void)store_save_index(m->store, v);
+		if (fs && !v->indexed && store_save_index(m->store, v) < 0 && store_save_index(m->store, v) < 0)
+			log_error("volume %s: cannot write its index entry; Get will not know it if its partition goes missing",
+				  v->name);
 		if (fs && sizelimit_repair(m->reg, fs, v, &changed) == 0 && changed)
 			(void)store_save_record(fs, v);
 		partition_fs_put(fs);

@@ -12,6 +12,8 @@
 
 #define MOUNT_ID_MAX 128
 #define MOUNT_IDS_MAX 4096
+/* The one count a volume gets when its counts file cannot be read at start: "in use" until proven otherwise. */
+#define MOUNT_ID_UNREADABLE "counts-unreadable-at-start"
 #define RECORD_VERSION 1
 #define RECORD_SIZE_MAX (256 * 1024)
 

@@ -168,6 +168,11 @@ int mkdirat_exist_ok(int dirfd, const char *name, mode_t mode)
 {
 	struct stat st;
 
+	/* Look first: the usual case changes nothing on disk (and so cannot fail on a sick disk). */
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+	if (errno != ENOENT)
+		return negative_errno();
 	if (mkdirat(dirfd, name, mode) == 0)
 		return 1;
 	if (errno != EEXIST)

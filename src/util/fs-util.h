@@ -29,7 +29,7 @@ int read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *re
 /* unlinkat() followed by an fsync of the directory; -ENOENT is success. */
 int unlink_durable_at(int dirfd, const char *name);
 
-/* mkdirat() that accepts an existing real directory (never a symlink). */
+/* mkdirat() that accepts an existing real directory (never a symlink): 1 if it made one, 0 if it was there. */
 int mkdirat_exist_ok(int dirfd, const char *name, mode_t mode);
 
 /* mkdir -p of the absolute @path (parents 0755, the last one @mode), then opens it O_DIRECTORY|O_NOFOLLOW. */
