@@ -435,6 +435,8 @@ static int open_subdir(int parent, const char *name, mode_t mode, dev_t dev, boo
 		*created = *created || r > 0;
 	}
 	fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno != ENOENT) /* once more: a refused partition hides all its volumes */
+		fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return negative_errno();
 	if (fstat(fd, &st) < 0 || st.st_dev != dev) {

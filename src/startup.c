@@ -155,7 +155,9 @@ static void roll_back_dir(Manager *m, PartitionFs *fs, const char *uuid, const c
 	char trash_name[NAME_MAX + 1];
 
 	snprintf(trash_name, sizeof(trash_name), "%.200s.%lld", name, (long long)time(NULL));
-	if (renameat(fs->volumes_fd, name, fs->trash_fd, trash_name) == 0) {
+	/* A second try for a passing error; failing twice, it waits (with its index entry) for the next start. */
+	if (renameat(fs->volumes_fd, name, fs->trash_fd, trash_name) == 0 ||
+	    renameat(fs->volumes_fd, name, fs->trash_fd, trash_name) == 0) {
 		(void)fsync(fs->trash_fd);
 		(void)fsync(fs->volumes_fd);
 		log_info("volume %s: directory without a record from an interrupted create or remove; deleting it", name);
@@ -190,9 +192,11 @@ static void recover_partition(Manager *m, Partition *part, PartitionFs *fs, cons
 			continue;
 		if (valid)
 			r = store_read_index(m->store, de->d_name, &idx);
+		if (r < 0 && r != -ENOENT && r != -EUCLEAN) /* a passing read error: once more */
+			r = store_read_index(m->store, de->d_name, &idx);
 		if (r == 0 && streq(idx->partition_uuid, info->uuid))
 			roll_back_dir(m, fs, info->uuid, de->d_name);
-		else if (r == 0 || r == -ENOENT)
+		else if (r == 0 || r == -ENOENT || r == -EUCLEAN)
 			quarantine_dir(fs, pname, de->d_name, "no volume record");
 		else
 			/* Cannot tell whose it is now: decide at the next start, move nothing. */
@@ -388,7 +392,7 @@ static void reconcile_mounts(Manager *m)
 
 	bind_path(m->binds, "", prop, sizeof(prop));
 	plen = strlen(prop);
-	if (bind_list_all(m->binds, &mounts, &n) < 0) {
+	if (bind_list_all(m->binds, &mounts, &n) < 0 && bind_list_all(m->binds, &mounts, &n) < 0) {
 		log_error("cannot read mountinfo; mount counts left as recorded");
 		return;
 	}

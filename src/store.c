@@ -250,6 +250,8 @@ static void *load_worker(void *arg)
 			return NULL;
 		filename_of(job->files[i].name, fn, sizeof(fn));
 		r = read_file_at(job->dirfd, fn, RECORD_SIZE_MAX, &buf, &len);
+		if (r < 0 && r != -ENOENT && r != -EFBIG) /* a passing read error must not make a volume unreadable */
+			r = read_file_at(job->dirfd, fn, RECORD_SIZE_MAX, &buf, &len);
 		if (r < 0) {
 			if (asprintf(&job->files[i].err, "cannot read: %s", errno_str(r)) < 0)
 				job->files[i].err = NULL;
