@@ -6,9 +6,10 @@
 #   3. makes a 512 MiB file-backed loop XFS labelled nvmevol-demo, unless an
 #      XFS labelled nvmevol* already exists
 #   4. builds the plugin and installs it as nvmevol:latest (reinstalls it if
-#      present; volumes and data are kept)
+#      present; volumes and data are kept), and the `nvmevol` command as
+#      /usr/local/bin/nvmevol
 #   5. creates the volume nvmevol-demo, runs a container that writes to it, and
-#      shows `docker volume inspect`
+#      shows `docker volume inspect` and `nvmevol status`
 # Usage: plugin/demo.sh            run (again: it is idempotent)
 #        plugin/demo.sh --cleanup  undo what the demo made
 set -euo pipefail
@@ -20,6 +21,7 @@ VOLUME=nvmevol-demo
 IMAGE=nvmevol-demo/busybox:latest
 PIDFILE=$WORK/dockerd.pid
 OWN_SOCK=$WORK/docker.sock
+CLI=/usr/local/bin/nvmevol
 
 say() { printf '\n==> %s\n' "$*"; }
 die() { printf 'demo.sh: %s\n' "$*" >&2; exit 1; }
@@ -132,8 +134,11 @@ cleanup() {
             losetup -d "$dev"
         fi
     fi
+    if [ -f "$WORK/cli-installed" ] && [ -x "$CLI" ]; then
+        say "removing $CLI"
+        rm -f "$CLI"
+    fi
     rm -rf "$WORK"
-    echo "left in place: /var/lib/nvmevol (the plugin's state directory; rm -r it to forget all volumes)"
 }
 
 if [ "${1:-}" = --cleanup ]; then
@@ -157,8 +162,9 @@ fi
 
 say "building the plugin"
 "$REPO/plugin/build.sh" | tail -n 1
-say "installing nvmevol:latest"
-"$REPO/plugin/install.sh" --replace
+say "installing nvmevol:latest and $CLI"
+"$REPO/plugin/install.sh" --replace --cli "$CLI"
+touch "$WORK/cli-installed"
 
 busybox_image
 say "docker volume create -d nvmevol -o uid=1000 -o gid=1000 -o mode=0750 $VOLUME"
@@ -168,6 +174,8 @@ docker run --rm --network none --label nvmevol-demo -v "$VOLUME:/data" "$IMAGE" 
     'date >>/data/runs.txt; echo "runs so far:"; cat /data/runs.txt; grep " /data " /proc/self/mountinfo'
 say "docker volume inspect $VOLUME"
 docker volume inspect "$VOLUME"
+say "nvmevol status (the admin command, on the host)"
+"$CLI" status
 
 cat <<MSG
 

@@ -1,21 +1,32 @@
 #!/bin/bash
-# Create and enable the nvmevol managed plugin from plugin/out/nvmevol.
+# Create and enable the nvmevol managed plugin from plugin/out/nvmevol, and
+# install the `nvmevol` command on this host (the Docker host).
 #
 # Usage: plugin/install.sh [--build] [--replace] [--name NAME] [--no-enable]
-#                          [--binary PATH] [KEY=VALUE...]
+#                          [--binary PATH] [--cli PATH | --no-cli]
+#                          [--legacy-state DIR] [KEY=VALUE...]
+#        plugin/install.sh --upgrade REF [--name NAME] [--cli PATH | --no-cli]
+#                          [--legacy-state DIR] [KEY=VALUE...]
 #   --build       run plugin/build.sh first (with --binary PATH if given)
 #   --replace     if NAME exists: docker plugin disable -f and rm -f it first
 #                 (volumes and their data are kept: they live on the XFS
-#                 partitions and in the host state directory)
+#                 partitions; see README "What survives what")
 #   --upgrade REF docker plugin upgrade NAME to REF (a registry reference,
-#                 e.g. localhost:5000/nvmevol:0.2): disables NAME (-f), upgrades,
-#                 re-applies the mount sources (state.source) that Docker 20.10
-#                 silently reverts on upgrade, applies KEY=VALUE, enables
+#                 e.g. localhost:5000/nvmevol:0.2.1): disables NAME (-f),
+#                 upgrades, sets again the mount sources Docker 20.10 reverts
+#                 on upgrade (state.source), applies KEY=VALUE, enables
 #   --name NAME   plugin name (default nvmevol:latest)
 #   --no-enable   leave the plugin disabled after create/set
+#   --cli PATH    where to install the nvmevol command, copied from the
+#                 installed plugin's rootfs (default /usr/local/bin/nvmevol)
+#   --no-cli      do not install the command
+#   --legacy-state DIR
+#                 the state directory of nvmevol 0.1 (default /var/lib/nvmevol):
+#                 if it holds an index and the plugin does not use it, it is
+#                 imported into the plugin (nvmevol state import) and renamed
 #   KEY=VALUE     docker plugin set before enabling, e.g.
 #                 NVMEVOL_LABEL_PREFIX=fast state.source=/srv/nvmevol
-# Uses whatever daemon DOCKER_HOST points at.
+# Uses whatever daemon DOCKER_HOST points at; run it on the Docker host.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -24,6 +35,8 @@ BUILD=0
 REPLACE=0
 ENABLE=1
 UPGRADE=
+CLI=/usr/local/bin/nvmevol
+LEGACY=/var/lib/nvmevol
 BUILD_ARGS=()
 SETTINGS=()
 
@@ -35,21 +48,62 @@ while [ $# -gt 0 ]; do
         --name) NAME=$2; shift 2 ;;
         --no-enable) ENABLE=0; shift ;;
         --binary) BUILD_ARGS+=(--binary "$2"); shift 2 ;;
-        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --cli) CLI=$2; shift 2 ;;
+        --no-cli) CLI=; shift ;;
+        --legacy-state) LEGACY=$(realpath -m "$2"); shift 2 ;;
+        -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *=*) SETTINGS+=("$1"); shift ;;
         *) echo "install.sh: unknown argument: $1" >&2; exit 2 ;;
     esac
 done
-case $NAME in *:*) ;; *) NAME=$NAME:latest ;; esac
+case ${NAME##*/} in *:*) ;; *) NAME=$NAME:latest ;; esac
+
+# A state.source given here must exist: Docker does not create bind sources.
+for s in "${SETTINGS[@]}"; do
+    case $s in state.source=*) mkdir -p "${s#state.source=}" ;; esac
+done
+
+# The command on the host: the very binary of the installed plugin (its
+# libraries are Debian's: libmicrohttpd12, libjansson4, libmount1, libblkid1).
+install_cli() {
+    [ -n "$CLI" ] || return 0
+    local root id src
+    root=$(docker info -f '{{.DockerRootDir}}')
+    id=$(docker plugin inspect -f '{{.Id}}' "$NAME")
+    src=$root/plugins/$id/rootfs/usr/bin/nvmevol
+    mkdir -p "$(dirname "$CLI")"
+    install -m 0755 "$src" "$CLI.new"
+    mv -f "$CLI.new" "$CLI"
+    if ! "$CLI" --version >/dev/null 2>&1; then
+        echo "install.sh: $CLI does not run here (missing libraries?):" >&2
+        ldd "$CLI" | grep 'not found' >&2 || true
+        echo "install.sh: apt-get install libmicrohttpd12 libjansson4 libmount1 libblkid1" >&2
+        return 1
+    fi
+    echo "installed $CLI ($("$CLI" --version))"
+}
+
+# nvmevol 0.1 kept its state in $LEGACY on the host; the plugin now keeps it
+# in Docker's plugin directory unless state.source says otherwise.
+import_legacy_state() {
+    [ "$ENABLE" = 1 ] && [ -n "$CLI" ] && [ -d "$LEGACY/index" ] || return 0
+    # Only into the default location: a plugin given a state.source keeps that.
+    [ "$("$CLI" status --plugin "$NAME" --json | jq -r .state.location)" = plugin-directory ] || return 0
+    echo "importing the volume index of $LEGACY (nvmevol 0.1) into $NAME"
+    "$CLI" state import "$LEGACY" --plugin "$NAME"
+}
 
 if [ -n "$UPGRADE" ]; then
     docker plugin inspect "$NAME" >/dev/null || exit 1
     # `docker plugin set x.source=...` is stored in Config.Mounts, which the
     # upgrade replaces: the plugin would come back with the new config's
     # default source while `docker plugin inspect` still shows the old one in
-    # Settings.Mounts.  Keep them and set them again.
+    # Settings.Mounts.  Keep them and set them again, except the old default
+    # (the state directory of 0.1, imported below) and the new one.
     mapfile -t KEEP < <(docker plugin inspect "$NAME" |
-        jq -r '.[0].Settings.Mounts[] | select(.Source != null and ((.Settable // []) | index("source"))) |
+        jq -r --arg legacy "$LEGACY" '.[0].Settings.Mounts[] |
+               select(.Source != null and ((.Settable // []) | index("source"))) |
+               select(.Source != $legacy and .Source != "/dev") |
                "\(.Name).source=\(.Source)"')
     if [ "$(docker plugin inspect -f '{{.Enabled}}' "$NAME")" = true ]; then
         docker plugin disable -f "$NAME" >/dev/null
@@ -59,6 +113,8 @@ if [ -n "$UPGRADE" ]; then
         docker plugin set "$NAME" "${KEEP[@]}" "${SETTINGS[@]}"
     fi
     [ "$ENABLE" = 1 ] && docker plugin enable "$NAME" >/dev/null
+    install_cli
+    import_legacy_state
     docker plugin ls --filter "capability=volumedriver"
     exit 0
 fi
@@ -79,14 +135,6 @@ if docker plugin inspect "$NAME" >/dev/null 2>&1; then
     docker plugin rm -f "$NAME" >/dev/null
 fi
 
-# The state bind mount's source must exist on the host: Docker does not
-# create missing bind sources of plugin mounts (enable fails otherwise).
-STATE_SRC=/var/lib/nvmevol
-for s in "${SETTINGS[@]}"; do
-    case $s in state.source=*) STATE_SRC=${s#state.source=} ;; esac
-done
-mkdir -p "$STATE_SRC"
-
 docker plugin create "$NAME" "$DIR" >/dev/null
 if [ "${#SETTINGS[@]}" -gt 0 ]; then
     docker plugin set "$NAME" "${SETTINGS[@]}"
@@ -94,4 +142,6 @@ fi
 if [ "$ENABLE" = 1 ]; then
     docker plugin enable "$NAME" >/dev/null
 fi
+install_cli
+import_legacy_state
 docker plugin ls --filter "capability=volumedriver"

@@ -307,3 +307,8 @@ void api_handle(Manager *m, const char *method, const char *path, const char *bo
 	dispatch(m, &req, ret);
 	api_request_done(&req);
 }
+
+void api_http_handler(void *userdata, const HttpRequest *req, HttpResponse *ret)
+{
+	api_handle(userdata, req->method, req->url, req->body, req->len, ret);
+}

@@ -8,10 +8,11 @@
 
 #include <stddef.h>
 
+#include "http.h"
 #include "manager.h"
 #include "options.h"
 
-#define API_BODY_MAX (64 * 1024)
+#define API_BODY_MAX HTTP_BODY_MAX
 #define API_CONTENT_TYPE "application/vnd.docker.plugins.v1.1+json"
 
 typedef enum ApiEndpoint {
@@ -47,14 +48,15 @@ void api_request_done(ApiRequest *req);
 int api_request_parse(const char *method, const char *path, const char *body, size_t len, ApiRequest *ret,
 		      unsigned *ret_status, char **reterr_msg);
 
-typedef struct ApiResponse {
-	unsigned status;
-	char *body; /* malloc'd JSON, always an object */
-} ApiResponse;
+/* status and a malloc'd JSON body, always an object */
+typedef HttpResponse ApiResponse;
 
 /* Handles one request end to end. @m may be NULL to answer only what needs no state. */
 void api_handle(Manager *m, const char *method, const char *path, const char *body, size_t len,
 		ApiResponse *ret);
+
+/* The plugin socket's HttpHandler; @userdata is the Manager. */
+void api_http_handler(void *userdata, const HttpRequest *req, HttpResponse *ret);
 
 /* An {"Err": msg} body with @status; for the HTTP layer's own refusals (413, ...). */
 void api_error_response(unsigned status, const char *msg, ApiResponse *ret);

@@ -209,8 +209,9 @@ void bind_clean_mountpoints(Binds *b, bool (*keep)(const char *name, void *userd
 
 	if (!d)
 		return;
+	/* Dot names are never volumes: ".state" may be the state directory (statedir.h). */
 	while ((de = readdir(d)))
-		if (!streq(de->d_name, ".") && !streq(de->d_name, "..") && !keep(de->d_name, userdata))
+		if (de->d_name[0] != '.' && !keep(de->d_name, userdata))
 			(void)unlinkat(b->fd, de->d_name, AT_REMOVEDIR);
 	closedir(d);
 }

@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
 #include <fcntl.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -9,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "cmd-devices.h"
 #include "config.h"
 #include "device-policy.h"
@@ -21,43 +21,7 @@
 #include "util/macro.h"
 #include "util/strutil.h"
 
-#define EXIT_USAGE 2
-
 DEFINE_CLEANUP_FUNC(Config *, config_free)
-
-static void help(FILE *f)
-{
-	fputs("Usage: nvmevol devices [OPTIONS]\n"
-	      "\n"
-	      "Lists the partitions nvmevol would put in its pool (XFS labels starting with\n"
-	      "the prefix, and NVMEVOL_DEVICES), with the facts of the device under each\n"
-	      "(transport, model, serial, firmware, block sizes, alignment, write cache),\n"
-	      "NVMe health (SMART / Health log), XFS geometry where the filesystem is\n"
-	      "mounted, and whether nvmevol would use it, and why not. Needs root.\n"
-	      "\n"
-	      "Options (default: the NVMEVOL_* variable of the same name, else the plugin's default):\n"
-	      "  --json                  print JSON instead of a table\n"
-	      "  --label-prefix PREFIX   NVMEVOL_LABEL_PREFIX (nvmevol)\n"
-	      "  --devices LIST          NVMEVOL_DEVICES: /dev paths, UUID=..., LABEL=..., comma-separated\n"
-	      "  --require-nvme MODE     NVMEVOL_REQUIRE_NVME: off, warn or enforce (warn)\n"
-	      "  --health MODE           NVMEVOL_HEALTH: off, warn or enforce (warn)\n"
-	      "  -h, --help              show this help\n"
-	      "\n"
-	      "Exit status: 0 listed (whatever the verdicts), 1 failure, 2 usage error.\n",
-	      f);
-}
-
-_printf_(1, 2) static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("nvmevol devices: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputs("\nTry 'nvmevol devices --help'.\n", stderr);
-	return EXIT_USAGE;
-}
 
 typedef struct Candidate {
 	ProbedDevice probed;
@@ -206,83 +170,49 @@ static void print_table(FILE *f, const Candidate *cs, size_t n, const Config *cf
 			cfg->n_devices ? " and no NVMEVOL_DEVICES entry resolved" : " and NVMEVOL_DEVICES is empty");
 }
 
-int cmd_devices(int argc, char **argv)
+int cmd_devices(const CliArgs *a, char **args, int n)
 {
-	enum { ARG_JSON = 0x100, ARG_PREFIX, ARG_DEVICES, ARG_REQUIRE_NVME, ARG_HEALTH };
-	static const struct option options[] = {
-		{ "json", no_argument, NULL, ARG_JSON },
-		{ "label-prefix", required_argument, NULL, ARG_PREFIX },
-		{ "devices", required_argument, NULL, ARG_DEVICES },
-		{ "require-nvme", required_argument, NULL, ARG_REQUIRE_NVME },
-		{ "health", required_argument, NULL, ARG_HEALTH },
-		{ "help", no_argument, NULL, 'h' },
-		{}
+	static const struct {
+		unsigned bit;
+		const char *var;
+	} settings[] = {
+		{ CLI_OPT_LABEL_PREFIX, "NVMEVOL_LABEL_PREFIX" },
+		{ CLI_OPT_DEVICES, "NVMEVOL_DEVICES" },
+		{ CLI_OPT_REQUIRE_NVME, "NVMEVOL_REQUIRE_NVME" },
+		{ CLI_OPT_HEALTH, "NVMEVOL_HEALTH" },
 	};
+	const char *values[] = { a->label_prefix, a->devices, a->require_nvme, a->health };
 	_cleanup_(config_freep) Config *cfg = NULL;
 	_cleanup_free_ char *err = NULL;
 	ProbedDevice *devs = NULL;
 	Candidate *cs = NULL;
-	size_t n = 0;
-	bool json = false;
-	int c, r, ret = EXIT_FAILURE;
+	bool json = a->given & CLI_OPT_JSON;
+	int r, ret = EXIT_FAILURE;
+	size_t n_devs = 0;
 
-	optind = 0;
-	opterr = 0;
-	/* Options anywhere on the line; an option given wins over its NVMEVOL_* variable. */
-	while ((c = getopt_long(argc, argv, "h", options, NULL)) >= 0) {
-		const char *var = NULL;
-
-		switch (c) {
-		case ARG_JSON:
-			json = true;
-			break;
-		case ARG_PREFIX:
-			var = "NVMEVOL_LABEL_PREFIX";
-			break;
-		case ARG_DEVICES:
-			var = "NVMEVOL_DEVICES";
-			break;
-		case ARG_REQUIRE_NVME:
-			var = "NVMEVOL_REQUIRE_NVME";
-			break;
-		case ARG_HEALTH:
-			var = "NVMEVOL_HEALTH";
-			break;
-		case 'h':
-			help(stdout);
-			return 0;
-		case '?':
-			if (optopt > 0 && optopt < 0x100)
-				return usage_error("unknown or incomplete option '-%c'", optopt);
-			return usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
-		default:
-			return usage_error("unexpected option");
-		}
-		/* The daemon's own parser validates the value: one set of rules and messages. */
-		if (var && setenv(var, optarg, 1) < 0)
-			return usage_error("cannot set %s", var);
-	}
-	if (optind < argc)
-		return usage_error("unexpected argument '%s'", argv[optind]);
+	/* An option given wins over its NVMEVOL_* variable; the daemon's own parser validates the value. */
+	for (size_t i = 0; i < ELEMENTSOF(settings); i++)
+		if ((a->given & settings[i].bit) && setenv(settings[i].var, values[i], 1) < 0)
+			return cli_usage_error(a, "cannot set %s", settings[i].var);
 
 	r = config_from_env(&cfg, &err);
 	if (r < 0)
-		return usage_error("%s", err ? err : "bad setting");
+		return cli_usage_error(a, "%s", err ? err : "bad setting");
 	if (geteuid() != 0)
 		fputs("nvmevol devices: not root: devices, health and geometry may be unreadable\n", stderr);
 
-	r = probe_scan(cfg->label_prefix, cfg->devices, cfg->n_devices, &devs, &n);
+	r = probe_scan(cfg->label_prefix, cfg->devices, cfg->n_devices, &devs, &n_devs);
 	if (r < 0) {
 		errno = -r;
 		fprintf(stderr, "nvmevol devices: partition discovery failed: %m\n");
 		return EXIT_FAILURE;
 	}
-	cs = calloc(n ? n : 1, sizeof(*cs));
+	cs = calloc(n_devs ? n_devs : 1, sizeof(*cs));
 	if (!cs) {
-		probed_devices_free(devs, n);
+		probed_devices_free(devs, n_devs);
 		return EXIT_FAILURE;
 	}
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n_devs; i++) {
 		cs[i].probed = devs[i];
 		devs[i] = (ProbedDevice){ 0 };
 		evaluate(cfg, &cs[i]);
@@ -290,24 +220,24 @@ int cmd_devices(int argc, char **argv)
 	free(devs);
 
 	if (json) {
-		_cleanup_(json_decrefp) json_t *a = json_array();
+		_cleanup_(json_decrefp) json_t *arr = json_array();
 
-		for (size_t i = 0; a && i < n; i++)
-			json_array_append_new(a, candidate_json(&cs[i]));
-		if (!a || json_dumpf(a, stdout, JSON_INDENT(2)) < 0) {
+		for (size_t i = 0; arr && i < n_devs; i++)
+			json_array_append_new(arr, candidate_json(&cs[i]));
+		if (!arr || json_dumpf(arr, stdout, JSON_INDENT(2)) < 0) {
 			fputs("nvmevol devices: cannot write the JSON result\n", stderr);
 			goto out;
 		}
 		fputc('\n', stdout);
 	} else
-		print_table(stdout, cs, n, cfg);
+		print_table(stdout, cs, n_devs, cfg);
 	if (fflush(stdout) != 0) {
 		fprintf(stderr, "nvmevol devices: cannot write the result: %m\n");
 		goto out;
 	}
 	ret = 0;
 out:
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n_devs; i++)
 		candidate_done(&cs[i]);
 	free(cs);
 	return ret;

@@ -2,10 +2,12 @@
 /* `nvmevol devices [--json] [--label-prefix P] [--devices LIST] [--require-nvme MODE] [--health MODE]` */
 #pragma once
 
+#include "cli.h"
+
 /*
- * @argv[0] is "devices". Lists the partitions nvmevol would consider, with the
+ * Lists the partitions nvmevol would consider, with the
  * facts of the device under each, NVMe health, XFS geometry (when mounted
  * somewhere visible) and whether nvmevol would use it, and why not.
  * Returns the process exit code: 0 listed, 1 failure, 2 usage error.
  */
-int cmd_devices(int argc, char **argv);
+int cmd_devices(const CliArgs *a, char **args, int n);

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
@@ -11,131 +10,59 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "cmd-selftest.h"
 #include "selftest-report.h"
 #include "selftest.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
-#define EXIT_USAGE 2
-
 /* An hour: beyond that a typo is more likely than a wish. */
 #define BUDGET_MS_MAX (3600u * 1000u)
 
-static void help(FILE *f)
+int cmd_selftest(const CliArgs *a, char **args, int n)
 {
-	fputs("Usage: nvmevol selftest [OPTIONS] PATH\n"
-	      "\n"
-	      "Measures the filesystem holding the directory PATH with O_DIRECT I/O on an\n"
-	      "unnamed scratch file, and verifies every block it wrote:\n"
-	      "sequential 1 MiB write (+ fdatasync) and read, 4 KiB random write and read\n"
-	      "latency at queue depth 1 (p50, p99) and IOPS at a higher queue depth.\n"
-	      "\n"
-	      "Options:\n"
-	      "  --json             print the result as JSON\n"
-	      "  --budget-ms N      wall-clock budget of the whole run (default 300)\n"
-	      "  --seconds N        the same in seconds (may be fractional), for a longer,\n"
-	      "                     more accurate run\n"
-	      "  --size SIZE        write exactly SIZE sequentially (K, M, G suffixes;\n"
-	      "                     rounded up to 1 MiB), whatever the budget\n"
-	      "  --iodepth N        queue depth of the IOPS phases (default 16, max 256)\n"
-	      "  -h, --help         show this help\n"
-	      "\n"
-	      "Exit status: 0 pass, 1 data error or failure, 2 usage error.\n",
-	      f);
-}
-
-_printf_(1, 2) static int usage_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("nvmevol selftest: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputs("\nTry 'nvmevol selftest --help'.\n", stderr);
-	return EXIT_USAGE;
-}
-
-int cmd_selftest(int argc, char **argv)
-{
-	enum { ARG_JSON = 0x100, ARG_SECONDS, ARG_BUDGET_MS, ARG_SIZE, ARG_IODEPTH };
-	static const struct option options[] = {
-		{ "json", no_argument, NULL, ARG_JSON },
-		{ "seconds", required_argument, NULL, ARG_SECONDS },
-		{ "budget-ms", required_argument, NULL, ARG_BUDGET_MS },
-		{ "size", required_argument, NULL, ARG_SIZE },
-		{ "iodepth", required_argument, NULL, ARG_IODEPTH },
-		{ "help", no_argument, NULL, 'h' },
-		{}
-	};
 	SelftestConfig cfg = {};
 	SelftestResult res = {};
 	_cleanup_free_ char *err = NULL, *verdict_msg = NULL;
 	_cleanup_close_ int dirfd = -EBADF;
-	bool json = false, has_seconds = false, has_budget = false;
+	bool json = a->given & CLI_OPT_JSON, has_seconds = a->given & CLI_OPT_SECONDS,
+	     has_budget = a->given & CLI_OPT_BUDGET_MS;
 	SelftestVerdict verdict;
-	const char *path;
-	int c, r;
+	const char *path = args[0];
+	int r;
 
-	/* main() may have run getopt already: 0 makes glibc start over. */
-	optind = 0;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+h", options, NULL)) >= 0) {
-		switch (c) {
-		case ARG_JSON:
-			json = true;
-			break;
-		case ARG_SECONDS: {
-			double s;
+	if (has_seconds) {
+		double s;
 
-			if (parse_decimal(optarg, &s) < 0 || s <= 0 || s * 1000 > BUDGET_MS_MAX)
-				return usage_error("invalid --seconds '%s' (a number of seconds, > 0, at most 3600)", optarg);
-			cfg.budget_ms = (uint64_t)ceil(s * 1000);
-			has_seconds = true;
-			break;
-		}
-		case ARG_BUDGET_MS: {
-			uint64_t v;
+		if (parse_decimal(a->seconds, &s) < 0 || s <= 0 || s * 1000 > BUDGET_MS_MAX)
+			return cli_usage_error(a, "invalid --seconds '%s' (a number of seconds, > 0, at most 3600)", a->seconds);
+		cfg.budget_ms = (uint64_t)ceil(s * 1000);
+	}
+	if (has_budget) {
+		uint64_t v;
 
-			if (parse_u64(optarg, &v) < 0 || v == 0 || v > BUDGET_MS_MAX)
-				return usage_error("invalid --budget-ms '%s' (1 to 3600000)", optarg);
-			cfg.budget_ms = v;
-			has_budget = true;
-			break;
-		}
-		case ARG_SIZE: {
-			uint64_t v;
+		if (parse_u64(a->budget_ms, &v) < 0 || v == 0 || v > BUDGET_MS_MAX)
+			return cli_usage_error(a, "invalid --budget-ms '%s' (1 to 3600000)", a->budget_ms);
+		cfg.budget_ms = v;
+	}
+	if (a->given & CLI_OPT_SIZE) {
+		uint64_t v;
 
-			if (parse_size(optarg, &v) < 0 || v == 0)
-				return usage_error("invalid --size '%s' (e.g. 64M, 1G)", optarg);
-			cfg.seq_bytes_min = cfg.seq_bytes_max = v;
-			break;
-		}
-		case ARG_IODEPTH: {
-			uint32_t v;
+		if (parse_size(a->size, &v) < 0 || v == 0)
+			return cli_usage_error(a, "invalid --size '%s' (e.g. 64M, 1G)", a->size);
+		cfg.seq_bytes_min = cfg.seq_bytes_max = v;
+	}
+	if (a->given & CLI_OPT_IODEPTH) {
+		uint32_t v;
 
-			if (parse_u32(optarg, &v) < 0 || v == 0 || v > SELFTEST_IODEPTH_MAX)
-				return usage_error("invalid --iodepth '%s' (1 to 256)", optarg);
-			cfg.iodepth = v;
-			break;
-		}
-		case 'h':
-			help(stdout);
-			return 0;
-		case '?':
-			if (optopt > 0 && optopt < 0x100)
-				return usage_error("unknown or incomplete option '-%c'", optopt);
-			return usage_error("unknown or incomplete option '%s'", argv[optind - 1]);
-		default:
-			return usage_error("unexpected option");
-		}
+		if (parse_u32(a->iodepth, &v) < 0 || v == 0 || v > SELFTEST_IODEPTH_MAX)
+			return cli_usage_error(a, "invalid --iodepth '%s' (1 to 256)", a->iodepth);
+		cfg.iodepth = v;
 	}
 	if (has_seconds && has_budget)
-		return usage_error("--seconds and --budget-ms are exclusive");
-	if (optind != argc - 1)
-		return usage_error("%s", optind >= argc ? "missing PATH" : "too many arguments");
-	path = argv[optind];
+		return cli_usage_error(a, "--seconds and --budget-ms are exclusive");
+	(void)n;
 
 	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0) {

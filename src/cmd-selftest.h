@@ -1,10 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* `nvmevol selftest [--json] [--seconds N | --budget-ms N] [--size SIZE] [--iodepth N] PATH` */
+/* `nvmevol selftest PATH`: the self-test engine on any directory, as a table or JSON. */
 #pragma once
 
-/*
- * @argv[0] is "selftest". Runs the direct-I/O self-test in the directory PATH
- * and prints a table (or JSON with --json) on stdout, errors on stderr.
- * Returns the process exit code: 0 pass, 1 data error or failure, 2 usage error.
- */
-int cmd_selftest(int argc, char **argv);
+#include "cli.h"
+
+int cmd_selftest(const CliArgs *a, char **args, int n);

@@ -16,6 +16,7 @@ Config *config_free(Config *c)
 	if (!c)
 		return NULL;
 	free(c->socket_path);
+	free(c->admin_socket_path);
 	free(c->state_dir);
 	free(c->propagated_mount);
 	free(c->partition_root);
@@ -90,6 +91,34 @@ static int split_devices(Config *c, const char *list, char **reterr_msg)
 	return 0;
 }
 
+const char *state_location_to_string(StateLocation l)
+{
+	static const char *const names[_STATE_LOCATION_MAX] = {
+		[STATE_LOCATION_UNRESOLVED] = "unresolved",
+		[STATE_LOCATION_ENV] = "NVMEVOL_STATE_DIR",
+		[STATE_LOCATION_MOUNT] = "state.source",
+		[STATE_LOCATION_PLUGIN_DIR] = "plugin-directory",
+		[STATE_LOCATION_HOST] = "host-directory",
+	};
+	return l >= 0 && l < _STATE_LOCATION_MAX ? names[l] : "?";
+}
+
+/* <directory of the plugin socket>/ADMIN_SOCKET_NAME: on the host, Docker's runtime directory of this plugin. */
+static int admin_socket_path(Config *c, char **reterr_msg)
+{
+	const char *slash = strrchr(c->socket_path, '/');
+	int n = (int)(slash - c->socket_path);
+
+	if (asprintf(&c->admin_socket_path, "%.*s/%s", n, c->socket_path, ADMIN_SOCKET_NAME) < 0) {
+		c->admin_socket_path = NULL;
+		return -ENOMEM;
+	}
+	if (strlen(c->admin_socket_path) >= 108)
+		return errmsg_set(reterr_msg, -EINVAL, "the admin socket %s (next to NVMEVOL_SOCKET) is longer than a unix "
+				  "socket path may be (107 bytes)", c->admin_socket_path);
+	return 0;
+}
+
 int config_from_env(Config **ret, char **reterr_msg)
 {
 	_cleanup_(config_freep) Config *c = NULL;
@@ -101,8 +130,10 @@ int config_from_env(Config **ret, char **reterr_msg)
 		return -ENOMEM;
 
 	r = absolute_path("NVMEVOL_SOCKET", "/run/docker/plugins/nvmevol.sock", &c->socket_path, reterr_msg);
-	if (r == 0)
-		r = absolute_path("NVMEVOL_STATE_DIR", "/var/lib/nvmevol", &c->state_dir, reterr_msg);
+	if (r == 0 && getenv("NVMEVOL_STATE_DIR") && *getenv("NVMEVOL_STATE_DIR")) {
+		r = absolute_path("NVMEVOL_STATE_DIR", NULL, &c->state_dir, reterr_msg);
+		c->state_location = STATE_LOCATION_ENV;
+	}
 	if (r == 0)
 		r = absolute_path("NVMEVOL_PROPAGATED_MOUNT", "/mnt/nvmevol", &c->propagated_mount, reterr_msg);
 	if (r == 0)
@@ -112,6 +143,9 @@ int config_from_env(Config **ret, char **reterr_msg)
 		return r;
 	if (strlen(c->socket_path) >= 108)
 		return errmsg_set(reterr_msg, -EINVAL, "NVMEVOL_SOCKET is longer than a unix socket path may be (107 bytes)");
+	r = admin_socket_path(c, reterr_msg);
+	if (r < 0)
+		return r;
 
 	v = getenv("NVMEVOL_LABEL_PREFIX");
 	c->label_prefix = strdup(v ? v : "nvmevol");

@@ -5,13 +5,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "admin-protocol.h"
 #include "device-policy.h"
 #include "options.h"
 #include "util/log.h"
 
+/* Where the persistent state lives (statedir.c decides when NVMEVOL_STATE_DIR is not set). */
+typedef enum StateLocation {
+	STATE_LOCATION_UNRESOLVED,
+	STATE_LOCATION_ENV,        /* NVMEVOL_STATE_DIR */
+	STATE_LOCATION_MOUNT,      /* the plugin's `state` mount, whose source an admin set (state.source) */
+	STATE_LOCATION_PLUGIN_DIR, /* under PropagatedMount: Docker's own directory of this plugin on the host */
+	STATE_LOCATION_HOST,       /* /var/lib/nvmevol of the daemon's own root (outside Docker) */
+	_STATE_LOCATION_MAX,
+} StateLocation;
+
+const char *state_location_to_string(StateLocation l);
+
 typedef struct Config {
 	char *socket_path;       /* NVMEVOL_SOCKET */
-	char *state_dir;         /* NVMEVOL_STATE_DIR: the volume index; must outlive the plugin */
+	char *admin_socket_path; /* ADMIN_SOCKET_NAME next to the socket: root-only admin endpoints */
+	char *state_dir;         /* NVMEVOL_STATE_DIR, or resolved by statedir_resolve(); must outlive the plugin */
+	StateLocation state_location;
 	char *propagated_mount;  /* NVMEVOL_PROPAGATED_MOUNT: where volume binds go (config.json PropagatedMount) */
 	char *partition_root;    /* NVMEVOL_PARTITION_ROOT: where partitions are mounted, privately */
 	char *label_prefix;      /* NVMEVOL_LABEL_PREFIX */

@@ -1,17 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 #include <microhttpd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 
-#include "api.h"
 #include "http.h"
 #include "util/log.h"
 #include "util/macro.h"
 
-#define CONNECTION_LIMIT 1024
 #define CONNECTION_IDLE_TIMEOUT_S 300
 #define THREAD_STACK_SIZE (256 * 1024)
 
@@ -19,7 +18,8 @@ struct HttpServer {
 	int listen_fd;
 	char *path;
 	struct MHD_Daemon *mhd;
-	Manager *manager;
+	HttpHandler handler;
+	void *userdata;
 };
 
 typedef struct Request {
@@ -81,20 +81,46 @@ static void request_completed(void *cls, struct MHD_Connection *conn, void **con
 	}
 }
 
-static enum MHD_Result send_response(struct MHD_Connection *conn, ApiResponse *resp)
+/* The JSON content type of the Docker plugin protocol, which the admin protocol shares. */
+#define CONTENT_TYPE "application/vnd.docker.plugins.v1.1+json"
+
+static enum MHD_Result send_response(struct MHD_Connection *conn, HttpResponse *resp)
 {
 	struct MHD_Response *r;
 	enum MHD_Result ok;
 
+	if (!resp->body) {
+		resp->status = 500;
+		resp->body = strdup("{\"Err\":\"out of memory\"}");
+		if (!resp->body)
+			return MHD_NO;
+	}
 	r = MHD_create_response_from_buffer(strlen(resp->body), resp->body, MHD_RESPMEM_MUST_FREE);
 	if (!r) {
 		free(resp->body);
 		return MHD_NO;
 	}
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, API_CONTENT_TYPE);
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, CONTENT_TYPE);
 	ok = MHD_queue_response(conn, resp->status, r);
 	MHD_destroy_response(r);
 	return ok;
+}
+
+static void too_big(HttpResponse *ret)
+{
+	ret->status = 413;
+	ret->body = strdup("{\"Err\":\"request body too large (limit 64 KiB)\"}");
+}
+
+static HttpPeer peer_of(struct MHD_Connection *conn)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct ucred uc;
+	socklen_t len = sizeof(uc);
+
+	if (!ci || getsockopt(ci->connect_fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) < 0)
+		return (HttpPeer){ .known = false };
+	return (HttpPeer){ .known = true, .pid = uc.pid, .uid = uc.uid, .gid = uc.gid };
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -103,7 +129,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 {
 	HttpServer *s = cls;
 	Request *req = *con_cls;
-	ApiResponse resp = { 0 };
+	HttpResponse resp = { 0 };
 
 	if (!req) {
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -113,9 +139,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			return MHD_NO;
 		*con_cls = req;
 		/* Refuse an announced oversize body before reading any of it. */
-		if (cl && strtoull(cl, NULL, 10) > API_BODY_MAX) {
+		if (cl && strtoull(cl, NULL, 10) > HTTP_BODY_MAX) {
 			req->too_big = true;
-			api_error_response(413, "request body too large (limit 64 KiB)", &resp);
+			too_big(&resp);
 			return send_response(conn, &resp);
 		}
 		return MHD_YES;
@@ -123,7 +149,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 
 	if (*upload_data_size > 0) {
 		if (!req->too_big) {
-			if (req->len + *upload_data_size > API_BODY_MAX) {
+			if (req->len + *upload_data_size > HTTP_BODY_MAX) {
 				/* Never act on a truncated body: drop it all and answer 413. */
 				req->too_big = true;
 				free(req->body);
@@ -144,9 +170,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	}
 
 	if (req->too_big)
-		api_error_response(413, "request body too large (limit 64 KiB)", &resp);
-	else
-		api_handle(s->manager, method, url, req->body ? req->body : "", req->len, &resp);
+		too_big(&resp);
+	else {
+		HttpRequest hr = {
+			.method = method,
+			.url = url,
+			.body = req->body ? req->body : "",
+			.len = req->len,
+			.peer = peer_of(conn),
+			.client = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Nvmevol-Client"),
+		};
+		s->handler(s->userdata, &hr, &resp);
+	}
 	return send_response(conn, &resp);
 }
 
@@ -160,16 +195,17 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
 	log_debug("http: %s", buf);
 }
 
-int http_server_start(HttpServer *s, Manager *m)
+int http_server_start(HttpServer *s, HttpHandler handler, void *userdata, unsigned max_connections)
 {
-	s->manager = m;
+	s->handler = handler;
+	s->userdata = userdata;
 	/* The logger must be the first option, or MHD logs about it through its default logger. */
 	s->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
 					  MHD_USE_ERROR_LOG | MHD_USE_ITC,
 				  0, NULL, NULL, on_request, s,
 				  MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
 				  MHD_OPTION_LISTEN_SOCKET, (MHD_socket)s->listen_fd,
-				  MHD_OPTION_CONNECTION_LIMIT, (unsigned)CONNECTION_LIMIT,
+				  MHD_OPTION_CONNECTION_LIMIT, max_connections,
 				  MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_IDLE_TIMEOUT_S,
 				  MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(32 * 1024),
 				  MHD_OPTION_THREAD_STACK_SIZE, (size_t)THREAD_STACK_SIZE,

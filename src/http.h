@@ -2,12 +2,42 @@
 /*
  * HTTP/1.1 on a unix socket (libmicrohttpd, one thread per connection so a
  * slow Mount never delays Get, List or Capabilities on other connections).
+ * Protocol-agnostic: a handler answers each complete request. The plugin
+ * socket (api.c) and the admin socket (admin.c) are two servers of this kind.
  */
 #pragma once
 
-#include "manager.h"
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#define HTTP_BODY_MAX (64 * 1024)
 
 typedef struct HttpServer HttpServer;
+
+/* The connecting process as the kernel reports it (SO_PEERCRED); pid is 0 outside our PID namespace. */
+typedef struct HttpPeer {
+	bool known;
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+} HttpPeer;
+
+typedef struct HttpRequest {
+	const char *method;
+	const char *url;
+	const char *body; /* NUL-terminated, "" when there is none */
+	size_t len;
+	HttpPeer peer;
+	const char *client; /* the X-Nvmevol-Client header (what the client says it is), or NULL */
+} HttpRequest;
+
+typedef struct HttpResponse {
+	unsigned status;
+	char *body; /* malloc'd JSON; the server frees it */
+} HttpResponse;
+
+typedef void (*HttpHandler)(void *userdata, const HttpRequest *req, HttpResponse *ret);
 
 /*
  * Creates, binds and listens on the unix socket @path (mode 0600). Connections
@@ -15,5 +45,6 @@ typedef struct HttpServer HttpServer;
  * and no request is answered before the state is loaded.
  */
 int http_server_listen(const char *path, HttpServer **ret);
-int http_server_start(HttpServer *s, Manager *m);
+/* Serves with @handler, at most @max_connections at once (idle ones are closed after 300 s). */
+int http_server_start(HttpServer *s, HttpHandler handler, void *userdata, unsigned max_connections);
 HttpServer *http_server_free(HttpServer *s);

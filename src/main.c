@@ -1,47 +1,48 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * nvmevol: a Docker volume plugin serving directories on dedicated XFS
- * partitions. `nvmevol` runs the daemon (settings from the environment);
- * `nvmevol selftest PATH` runs the direct-I/O self-test on any directory.
+ * partitions. `nvmevol` with no arguments runs the daemon (settings from the
+ * environment); with arguments it is the command line (cli.c): the self-test
+ * on any directory, and the admin commands that talk to the running plugin.
  */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cmd-devices.h"
-#include "cmd-selftest.h"
+#include "admin.h"
+#include "api.h"
+#include "cli.h"
 #include "config.h"
 #include "http.h"
 #include "manager.h"
+#include "statedir.h"
+#include "util/errmsg.h"
 #include "util/log.h"
 #include "util/macro.h"
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-		"Usage: nvmevol                 run the volume plugin daemon (settings: NVMEVOL_* variables)\n"
-		"       nvmevol selftest [--json] [--seconds N] [--size SIZE] PATH\n"
-		"                               measure a directory's filesystem with direct I/O\n"
-		"       nvmevol devices [--json] [--require-nvme MODE] [--health MODE] ...\n"
-		"                               list candidate partitions, their devices, health and verdicts\n"
-		"       nvmevol --version\n");
-}
+#define API_CONNECTIONS_MAX 1024
+/* Admin commands come one at a time from root on the host; a few spare connections suffice. */
+#define ADMIN_CONNECTIONS_MAX 16
 
 static int run_daemon(void)
 {
 	Config *cfg = NULL;
 	Manager *m = NULL;
-	HttpServer *http = NULL;
+	HttpServer *http = NULL, *admin_http = NULL;
+	Admin admin = { 0 };
 	char *err = NULL;
 	sigset_t mask;
 	int sig, r;
 
 	log_setup();
 	r = config_from_env(&cfg, &err);
+	if (r == 0)
+		r = statedir_resolve(cfg, &err);
 	if (r < 0) {
-		log_error("bad setting: %s", err ? err : strerror(-r));
+		log_error("bad setting: %s", err ? err : errno_str(r));
 		free(err);
+		config_free(cfg);
 		return EXIT_FAILURE;
 	}
 	log_set_level(cfg->log_level);
@@ -60,19 +61,31 @@ static int run_daemon(void)
 		log_error_errno(r, "cannot listen on %s", cfg->socket_path);
 		goto out;
 	}
+	r = http_server_listen(cfg->admin_socket_path, &admin_http);
+	if (r < 0) {
+		log_error_errno(r, "cannot listen on the admin socket %s", cfg->admin_socket_path);
+		goto out;
+	}
 	r = manager_new(cfg, &m);
 	if (r == 0)
 		r = manager_start(m, &err);
 	if (r < 0) {
-		log_error("cannot start: %s", err ? err : strerror(-r));
+		log_error("cannot start: %s", err ? err : errno_str(r));
 		goto out;
 	}
-	r = http_server_start(http, m);
+	r = http_server_start(http, api_http_handler, m, API_CONNECTIONS_MAX);
 	if (r < 0) {
 		log_error_errno(r, "cannot start the HTTP server on %s", cfg->socket_path);
 		goto out;
 	}
-	log_info("serving the Docker volume API on %s (version %s)", cfg->socket_path, PROJECT_VERSION);
+	admin = (Admin){ .manager = m, .cfg = cfg };
+	r = http_server_start(admin_http, admin_http_handler, &admin, ADMIN_CONNECTIONS_MAX);
+	if (r < 0) {
+		log_error_errno(r, "cannot start the admin server on %s", cfg->admin_socket_path);
+		goto out;
+	}
+	log_info("serving the Docker volume API on %s and the admin API on %s (version %s)", cfg->socket_path,
+		 cfg->admin_socket_path, PROJECT_VERSION);
 
 	for (;;) {
 		if (sigwait(&mask, &sig) != 0)
@@ -85,6 +98,7 @@ static int run_daemon(void)
 	}
 	r = 0;
 out:
+	admin_http = http_server_free(admin_http);
 	http = http_server_free(http);
 	m = manager_free(m);
 	cfg = config_free(cfg);
@@ -94,21 +108,7 @@ out:
 
 int main(int argc, char **argv)
 {
-	if (argc >= 2 && streq(argv[1], "selftest"))
-		return cmd_selftest(argc - 1, argv + 1);
-	if (argc >= 2 && streq(argv[1], "devices"))
-		return cmd_devices(argc - 1, argv + 1);
-	if (argc >= 2 && (streq(argv[1], "--version") || streq(argv[1], "version"))) {
-		printf("nvmevol %s\n", PROJECT_VERSION);
-		return EXIT_SUCCESS;
-	}
-	if (argc >= 2 && (streq(argv[1], "--help") || streq(argv[1], "-h"))) {
-		usage(stdout);
-		return EXIT_SUCCESS;
-	}
-	if (argc >= 2) {
-		usage(stderr);
-		return 2;
-	}
+	if (argc >= 2)
+		return cli_main(argc, argv);
 	return run_daemon();
 }

@@ -40,6 +40,12 @@ typedef int (*ManagerVolumeFn)(Manager *m, Volume *v, void *userdata, char **ret
 int manager_run_on_volume(Manager *m, const char *name, bool exclusive, ManagerVolumeFn fn, void *userdata,
 			  char **reterr_msg);
 
+/* manager.c: takes @v's bind away and marks it not mounted (the caller holds op_lock). */
+int manager_unbind_volume(Manager *m, Volume *v);
+
+/* startup.c: serves @v, read from this host's index, as a volume whose partition is missing (start-up or import). */
+int manager_register_index_only(Manager *m, Volume *v);
+
 /* manager.c: reads the record of an index-only volume whose partition is back (caller holds op_lock). */
 int manager_refresh_index_only(Manager *m, Volume *v, PartitionFs *fs);
 
@@ -57,3 +63,5 @@ void health_policy_add_status(Manager *m, Partition *part, const VolumeOptions *
 /* selftest-policy.c: runs (or reuses) the partition's self-test before the first mount and applies the policy. */
 int selftest_policy_before_mount(Manager *m, Volume *v, PartitionFs *fs, char **reterr_msg);
 void selftest_policy_clean_scratch(PartitionFs *fs, const char *partition_uuid);
+/* The partition's cached self-test result (figures, tested_at, age), {"running":true}, or NULL if never measured. */
+json_t *selftest_policy_partition_json(Partition *part);

@@ -525,7 +525,7 @@ static void set_mounted(Manager *m, Volume *v, char *options)
 	registry_unlock(m->reg);
 }
 
-static int unbind_volume(Manager *m, Volume *v)
+int manager_unbind_volume(Manager *m, Volume *v)
 {
 	int r = bind_unmount(m->binds, v->name);
 
@@ -587,7 +587,7 @@ static int mount_locked(Manager *m, Volume *v, const char *id, char **ret_mountp
 		_cleanup_free_ char *why = NULL;
 		if (bind_verify(m->binds, v->name, fs->dev, flags, NULL, &why) < 0) {
 			log_warning("volume %s: mount vanished or changed (%s); mounting again", v->name, why ? why : "?");
-			(void)unbind_volume(m, v);
+			(void)manager_unbind_volume(m, v);
 		}
 	}
 	if (!v->mounted) {
@@ -616,7 +616,7 @@ static int mount_locked(Manager *m, Volume *v, const char *id, char **ret_mountp
 		/* A failed atomic write may have landed (a failed fsync after the rename): write the old counts back. */
 		(void)store_save_mounts(m->store, v);
 		if (fresh)
-			(void)unbind_volume(m, v);
+			(void)manager_unbind_volume(m, v);
 		r = errmsg_set(reterr_msg, r, "volume %s: cannot record the mount in %s/mounts: %s", v->name,
 			       store_path(m->store), errno_str(r));
 		goto out;
@@ -680,7 +680,7 @@ int manager_unmount(Manager *m, const char *name, const char *id, char **reterr_
 		goto out;
 	}
 	if (volume_mount_total(v) == 1 && v->mounted) {
-		r = unbind_volume(m, v);
+		r = manager_unbind_volume(m, v);
 		if (r < 0) {
 			r = errmsg_set(reterr_msg, r, "volume %s: unmount failed: %s", name, errno_str(r));
 			goto out;

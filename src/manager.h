@@ -56,3 +56,33 @@ size_t manager_count(Manager *m);
 int manager_forget(Manager *m, const char *name, char **reterr_msg);
 /* Admin: lets partition @ref (label or UUID), found after start and read-only, receive new volumes. */
 int manager_adopt_partition(Manager *m, const char *ref, char **reterr_msg);
+
+/*
+ * Admin (admin.c), over the root-only admin socket. Each returns 0 and a JSON
+ * result saying what was done, or -errno and an Err that says what to do.
+ */
+/* {"partitions":[...],"volumes":[<Get's Volume object>...]} */
+json_t *manager_status_json(Manager *m);
+/* Get's Volume object plus "Admin": mount IDs and counts, the bind's device and root, the plugin's mount namespace. */
+int manager_volume_show(Manager *m, const char *name, json_t **ret, char **reterr_msg);
+/*
+ * New size/inodes limits ({"size":"20G"|"none","inodes":...}); refused below
+ * the current usage. A volume created without limits first gets a project ID
+ * (every file of it is tagged, so that its usage counts).
+ */
+int manager_resize(Manager *m, const char *name, const json_t *changes, json_t **ret_result, char **reterr_msg);
+/* New self-test policy and thresholds ({"selftest":"enforce","min_iops":"none",...}). */
+int manager_set_options(Manager *m, const char *name, const json_t *changes, json_t **ret_result, char **reterr_msg);
+/*
+ * Clears the mount counts (and takes the bind away) of a volume no container
+ * uses, as checked by the caller against @expect ({mount ID: count}, from
+ * manager_volume_show): -ESTALE if the counts changed since.
+ */
+int manager_release(Manager *m, const char *name, const json_t *expect, json_t **ret_result, char **reterr_msg);
+/*
+ * Imports one index entry from the state directory of an older install:
+ * *ret_outcome is "imported" (its partition is missing: now listed),
+ * "known" (served already) or "stale" (its partition is here without it).
+ */
+int manager_import_index(Manager *m, const char *name, const char *buf, size_t len, const char **ret_outcome,
+			 char **reterr_msg);

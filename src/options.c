@@ -329,3 +329,74 @@ done:
 	json_decref(b);
 	return out;
 }
+
+/* Copies the field that @key names from @from to @to; clears it in @to if @from is NULL. */
+static void copy_option(VolumeOptions *to, const VolumeOptions *from, const char *key)
+{
+	static const VolumeOptions none = { 0 };
+
+	if (!from)
+		from = &none;
+	if (streq(key, "size"))
+		to->size_bytes = from->size_bytes;
+	else if (streq(key, "inodes"))
+		to->inodes = from->inodes;
+	else if (streq(key, "selftest"))
+		to->selftest = from->selftest;
+	else if (streq(key, "min_write_mbps"))
+		to->thresholds.min_write_mbps = from->thresholds.min_write_mbps;
+	else if (streq(key, "min_read_mbps"))
+		to->thresholds.min_read_mbps = from->thresholds.min_read_mbps;
+	else if (streq(key, "min_iops"))
+		to->thresholds.min_iops = from->thresholds.min_iops;
+	else if (streq(key, "max_p99_ms"))
+		to->thresholds.max_p99_ms = from->thresholds.max_p99_ms;
+}
+
+int volume_options_change(const VolumeOptions *cur, const json_t *changes, const char *const *allowed,
+			  VolumeOptions *ret, char **reterr_msg)
+{
+	VolumeOptions o = *cur;
+	const char *key;
+	json_t *value;
+
+	if (!json_is_object(changes) || json_object_size(changes) == 0)
+		return errmsg_set(reterr_msg, -EINVAL, "no change given");
+	if (json_object_size(changes) > OPTIONS_MAX_COUNT)
+		return errmsg_set(reterr_msg, -EINVAL, "too many changes (at most %d)", OPTIONS_MAX_COUNT);
+	json_object_foreach((json_t *)changes, key, value) {
+		_cleanup_free_ char *list = NULL;
+		VolumeOptions parsed;
+		bool ok = false;
+		size_t len = 0;
+		FILE *f;
+		json_t *one;
+		int r;
+
+		for (const char *const *a = allowed; *a; a++)
+			ok = ok || streq(key, *a);
+		if (!ok) {
+			f = open_memstream(&list, &len);
+			for (const char *const *a = allowed; f && *a; a++)
+				fprintf(f, "%s%s", a == allowed ? "" : ", ", *a);
+			if (!f || fclose(f) != 0)
+				return -ENOMEM;
+			return errmsg_set(reterr_msg, -EINVAL, "'%.64s' cannot be changed here; this command changes: %s", key, list);
+		}
+		if (json_is_string(value) && streq(json_string_value(value), "none")) {
+			copy_option(&o, NULL, key);
+			continue;
+		}
+		/* The same checks as at create, one key at a time. */
+		one = json_pack("{sO}", key, value);
+		if (!one)
+			return -ENOMEM;
+		r = volume_options_parse(one, &parsed, reterr_msg);
+		json_decref(one);
+		if (r < 0)
+			return r;
+		copy_option(&o, &parsed, key);
+	}
+	*ret = o;
+	return 0;
+}

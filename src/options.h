@@ -66,5 +66,14 @@ json_t *volume_options_to_json(const VolumeOptions *o);
 /* Human list of differences, e.g. "mode: 0700 (existing) vs 0755 (requested)". NULL if equal. */
 char *volume_options_diff(const VolumeOptions *existing, const VolumeOptions *requested);
 
+/*
+ * An admin change of an existing volume's options: @changes is an object of
+ * string values whose keys are in @allowed (NULL-terminated; of size, inodes,
+ * selftest and the thresholds). "none" clears a key (no limit, no threshold,
+ * the plugin's default policy); any other value is checked as at create.
+ */
+int volume_options_change(const VolumeOptions *cur, const json_t *changes, const char *const *allowed,
+			  VolumeOptions *ret, char **reterr_msg);
+
 /* "partition, uid, gid, mode, size, inodes, selftest, min_write_mbps, ..." */
 const char *volume_options_valid_keys(void);

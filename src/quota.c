@@ -94,6 +94,25 @@ int quota_set_project(int dirfd, uint32_t projid)
 	return 0;
 }
 
+int quota_set_file_project(int fd, uint32_t projid)
+{
+	struct fsxattr fa = { 0 };
+	struct stat st;
+
+	if (projid > QUOTA_PROJID_MAX)
+		return -EINVAL;
+	if (fstat(fd, &st) < 0)
+		return negative_errno();
+	if (!S_ISREG(st.st_mode))
+		return -EINVAL;
+	if (ioctl(fd, FS_IOC_FSGETXATTR, &fa) < 0)
+		return negative_errno();
+	fa.fsx_projid = projid;
+	if (ioctl(fd, FS_IOC_FSSETXATTR, &fa) < 0)
+		return negative_errno();
+	return 0;
+}
+
 int quota_get_project(int dirfd, uint32_t *ret_projid, bool *ret_inherit)
 {
 	struct fsxattr fa;

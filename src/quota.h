@@ -52,6 +52,9 @@ int quota_probe(int partition_root_fd, bool *ret_available);
  */
 int quota_set_project(int dirfd, uint32_t projid);
 
+/* Assigns project @projid to the regular file @fd (its blocks and inode are charged to it from then on). */
+int quota_set_file_project(int fd, uint32_t projid);
+
 /* Reads the project ID and the PROJINHERIT flag of @dirfd (either out-parameter may be NULL). */
 int quota_get_project(int dirfd, uint32_t *ret_projid, bool *ret_inherit);
 

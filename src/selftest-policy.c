@@ -187,3 +187,26 @@ int selftest_policy_before_mount(Manager *m, Volume *v, PartitionFs *fs, char **
 		 res.seq_read_mbps, res.rand_write_iops, res.rand_read_iops, res.write_p99_ms, res.read_p99_ms);
 	return 0;
 }
+
+json_t *selftest_policy_partition_json(Partition *part)
+{
+	SelftestCache *cache;
+	json_t *j = NULL;
+	char stamp[40];
+
+	/* Never wait behind a running self-test: Status must stay quick. */
+	if (pthread_mutex_trylock(&part->selftest_lock) != 0)
+		return json_pack("{s:b}", "running", true);
+	cache = part->selftest_cache;
+	if (cache) {
+		j = selftest_result_to_json(&cache->result);
+		format_rfc3339(cache->tested_at, stamp, sizeof(stamp));
+		if (j) {
+			json_object_set_new(j, "tested_at", json_string(stamp));
+			json_object_set_new(j, "age_seconds",
+					    json_integer((json_int_t)((now_mono_ms() - cache->tested_mono_ms) / 1000)));
+		}
+	}
+	pthread_mutex_unlock(&part->selftest_lock);
+	return j;
+}

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 
 #include "sizelimit.h"
@@ -95,7 +96,7 @@ static int collect_used_ids(Registry *reg, Partition *part, PartitionFs *fs, IdL
 	return l->err;
 }
 
-static uint32_t allocate_id(Registry *reg, Partition *part, PartitionFs *fs)
+uint32_t sizelimit_allocate_id(Registry *reg, Partition *part, PartitionFs *fs)
 {
 	IdList l;
 	uint32_t id;
@@ -125,7 +126,7 @@ int sizelimit_apply_new(Registry *reg, PartitionFs *fs, Volume *v, int dirfd, ch
 {
 	if (!sizelimit_wanted(&v->opts))
 		return 0;
-	v->projid = allocate_id(reg, v->part, fs);
+	v->projid = sizelimit_allocate_id(reg, v->part, fs);
 	if (!v->projid)
 		return errmsg_set(reterr_msg, -ENOSPC, "no free XFS project ID on the partition (or out of memory)");
 	return assign(fs, v, dirfd, reterr_msg);
@@ -198,8 +199,18 @@ int sizelimit_repair(Registry *reg, PartitionFs *fs, Volume *v, bool *ret_change
 	int r;
 
 	*ret_changed = false;
-	if (!sizelimit_wanted(&v->opts) || fs->read_only)
+	if (fs->read_only)
 		return 0;
+	if (!sizelimit_wanted(&v->opts)) {
+		/* An ID kept after its limits were removed (volume resize ... none): no stale limit may stay on it. */
+		if (v->projid && fs->quota && quota_get(fs->root_fd, v->projid, &u) == 0 &&
+		    (u.bytes_hard || u.inodes_hard)) {
+			log_warning("volume %s: project %u has limits its record does not have; clearing them", v->name,
+				    v->projid);
+			return quota_set_limit(fs->root_fd, v->projid, 0, 0);
+		}
+		return 0;
+	}
 	if (!fs->quota) {
 		log_error("volume %s: size/inodes limit set but its partition has no project quota now; NOT enforced",
 			  v->name);
@@ -209,7 +220,7 @@ int sizelimit_repair(Registry *reg, PartitionFs *fs, Volume *v, bool *ret_change
 	if (fd < 0)
 		return negative_errno();
 	if (!v->projid) {
-		v->projid = allocate_id(reg, v->part, fs);
+		v->projid = sizelimit_allocate_id(reg, v->part, fs);
 		if (!v->projid)
 			return -ENOSPC;
 		*ret_changed = true;
@@ -229,5 +240,152 @@ int sizelimit_repair(Registry *reg, PartitionFs *fs, Volume *v, bool *ret_change
 		if (r < 0)
 			return log_error_errno(r, "volume %s: quota repair failed: %s", v->name, err ? err : "");
 	}
+	return 0;
+}
+
+/* One directory being walked: a stream over its own fd. */
+typedef struct WalkLevel {
+	DIR *d;
+} WalkLevel;
+
+#define TAG_DEPTH_MAX 4096
+
+/* Tags one entry of @parent_fd; a directory is returned open in *ret_dirfd to be walked. */
+static int tag_entry(PartitionFs *fs, int parent_fd, const char *name, uint32_t projid, int *ret_dirfd, bool *ret_tagged)
+{
+	_cleanup_close_ int fd = -EBADF;
+	struct stat st;
+	int r;
+
+	*ret_dirfd = -EBADF;
+	*ret_tagged = false;
+	/* O_NOFOLLOW: a symlink is not followed (its few bytes stay uncharged); O_NONBLOCK: a FIFO never blocks. */
+	fd = openat(parent_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		/* Gone meanwhile, a symlink, a socket, a device node on a nodev mount: nothing to charge. */
+		return errno == ENOENT || errno == ELOOP || errno == ENXIO || errno == EACCES || errno == EPERM ||
+		       errno == ENODEV ? 0 : negative_errno();
+	if (fstat(fd, &st) < 0)
+		return negative_errno();
+	if (st.st_dev != fs->dev)
+		return 0; /* a mount point inside the volume: not ours to cross */
+	if (S_ISDIR(st.st_mode))
+		r = quota_set_project(fd, projid);
+	else if (S_ISREG(st.st_mode))
+		r = quota_set_file_project(fd, projid);
+	else
+		return 0;
+	if (r < 0)
+		return r;
+	*ret_tagged = true;
+	if (S_ISDIR(st.st_mode))
+		*ret_dirfd = TAKE_FD(fd);
+	return 0;
+}
+
+int sizelimit_tag_tree(PartitionFs *fs, int top_fd, uint32_t projid, uint64_t *ret_tagged, char **reterr_msg)
+{
+	WalkLevel *stack = NULL;
+	size_t depth = 0;
+	uint64_t tagged = 0;
+	int r;
+
+	/*
+	 * Pre-order: a directory gets the ID (and PROJINHERIT) before it is read,
+	 * so whatever is created in it from then on inherits the ID, and whatever
+	 * was there before shows up in the read. Iterative: the admin thread's
+	 * stack is small and trees can be deep.
+	 */
+	r = quota_set_project(top_fd, projid);
+	if (r < 0)
+		return errmsg_set(reterr_msg, r, "cannot set XFS project %u on the volume directory: %s", projid, errno_str(r));
+	tagged++;
+	stack = calloc(TAG_DEPTH_MAX, sizeof(*stack));
+	if (!stack)
+		return -ENOMEM;
+	stack[0].d = opendir_fd(top_fd);
+	if (!stack[0].d) {
+		r = negative_errno();
+		goto out;
+	}
+	depth = 1;
+	while (depth > 0) {
+		WalkLevel *top = &stack[depth - 1];
+		struct dirent *de;
+		bool t;
+		int sub;
+
+		errno = 0;
+		de = readdir(top->d);
+		if (!de) {
+			if (errno != 0) {
+				r = negative_errno();
+				goto out;
+			}
+			closedir(top->d);
+			top->d = NULL;
+			depth--;
+			continue;
+		}
+		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+			continue;
+		if (de->d_type != DT_DIR && de->d_type != DT_REG && de->d_type != DT_UNKNOWN)
+			continue;
+		r = tag_entry(fs, dirfd(top->d), de->d_name, projid, &sub, &t);
+		if (r < 0) {
+			errmsg_set(reterr_msg, r, "cannot set XFS project %u on '%.200s' in the volume: %s", projid, de->d_name,
+				   errno_str(r));
+			goto out;
+		}
+		if (t)
+			tagged++;
+		if (sub < 0)
+			continue;
+		if (depth == TAG_DEPTH_MAX) {
+			(void)close(sub);
+			r = errmsg_set(reterr_msg, -ELOOP, "the volume's directory tree is deeper than %d levels", TAG_DEPTH_MAX);
+			goto out;
+		}
+		stack[depth].d = fdopendir(sub);
+		if (!stack[depth].d) {
+			r = negative_errno();
+			(void)close(sub);
+			goto out;
+		}
+		depth++;
+	}
+	r = 0;
+out:
+	for (size_t i = 0; i < depth; i++)
+		if (stack[i].d)
+			closedir(stack[i].d);
+	free(stack);
+	if (r < 0 && reterr_msg && !*reterr_msg)
+		errmsg_set(reterr_msg, r, "cannot walk the volume directory: %s", errno_str(r));
+	*ret_tagged = tagged;
+	return r;
+}
+
+int sizelimit_usage(PartitionFs *fs, uint32_t projid, uint64_t *ret_bytes, uint64_t *ret_inodes)
+{
+	QuotaUsage u = { 0 };
+	int r;
+
+	if (!projid)
+		return -ENOENT;
+	r = quota_get(fs->root_fd, projid, &u);
+	if (r < 0)
+		return r;
+	*ret_bytes = u.used_bytes;
+	*ret_inodes = u.used_inodes;
+	return 0;
+}
+
+int sizelimit_set(PartitionFs *fs, uint32_t projid, uint64_t bytes, uint64_t inodes, char **reterr_msg)
+{
+	int r = quota_set_limit(fs->root_fd, projid, bytes, inodes);
+
+	if (r < 0)
+		return errmsg_set(reterr_msg, r, "cannot set the limits of XFS project %u: %s", projid, errno_str(r));
 	return 0;
 }

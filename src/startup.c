@@ -323,6 +323,13 @@ static int load_index_entry(const char *name, Volume *v, const char *err, void *
 			return store_delete_index(m->store, name);
 		}
 	}
+	return manager_register_index_only(m, v);
+}
+
+int manager_register_index_only(Manager *m, Volume *v)
+{
+	Partition *part;
+
 	/* Its partition is missing: keep answering Get so that Docker does not forget the volume. */
 	part = pool_add_known(m->pool, v->partition_uuid, v->partition_label);
 	if (!part)
@@ -331,7 +338,7 @@ static int load_index_entry(const char *name, Volume *v, const char *err, void *
 	v->part = part;
 	v->index_only = true;
 	v->indexed = true;
-	log_warning("volume %s: partition UUID %s is missing; the volume is listed but cannot be mounted", name,
+	log_warning("volume %s: partition UUID %s is missing; the volume is listed but cannot be mounted", v->name,
 		    v->partition_uuid);
 	return register_volume(m, v);
 }

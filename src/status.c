@@ -4,9 +4,11 @@
 #include <limits.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 
 #include "sizelimit.h"
 #include "manager-internal.h"
+#include "util/errmsg.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -133,4 +135,148 @@ json_t *manager_volume_json(Manager *m, Volume *v)
 		json_decref(conflicts);
 	partition_fs_put(fs);
 	return j;
+}
+
+/* ---- admin: the pool and every volume, and one volume in detail ---- */
+
+static json_t *pool_partition_json(Manager *m, Partition *part, size_t n_volumes)
+{
+	char label[PARTITION_NAME_MAX];
+	PartitionInfo info;
+	PartitionFs *fs;
+	json_t *p = json_object(), *st;
+
+	if (!p)
+		return NULL;
+	partition_snapshot(m->pool, part, &info);
+	label_escape(info.label, label, sizeof(label));
+	json_object_set_new(p, "uuid", json_string(info.uuid));
+	json_object_set_new(p, "label", json_string(label));
+	json_object_set_new(p, "device", json_string(info.device));
+	json_object_set_new(p, "present", json_boolean(info.present));
+	json_object_set_new(p, "adopted", json_boolean(info.adopted));
+	json_object_set_new(p, "read_only", json_boolean(info.read_only));
+	json_object_set_new(p, "project_quota", json_boolean(info.quota));
+	json_object_set_new(p, "volumes", json_integer((json_int_t)n_volumes));
+	if (info.present)
+		json_object_set_new(p, "mount_options", json_string(info.verified_options));
+	if (info.problem[0])
+		json_object_set_new(p, "problem", json_string(info.problem));
+	else if (info.present && !info.adopted)
+		json_object_set_new(p, "problem", json_string("appeared after the plugin started: read-only until "
+							      "'nvmevol partition adopt' or a plugin restart"));
+	fs = partition_fs_get(m->pool, part);
+	if (fs) {
+		uint64_t free_b = 0, total_b = 0;
+		if (partition_fs_free_bytes(fs, &free_b, &total_b) == 0) {
+			json_object_set_new(p, "size_bytes", json_integer((json_int_t)total_b));
+			json_object_set_new(p, "free_bytes", json_integer((json_int_t)free_b));
+		}
+		partition_fs_put(fs);
+	}
+	/* Health as far as nvmevol knows it: the last self-test of the partition. */
+	st = selftest_policy_partition_json(part);
+	if (st)
+		json_object_set_new(p, "selftest", st);
+	return p;
+}
+
+json_t *manager_status_json(Manager *m)
+{
+	json_t *j = json_object(), *parts = json_array(), *vols = json_array();
+	Volume **list = NULL;
+	size_t n = 0, n_parts = pool_size(m->pool);
+	size_t *per_part = calloc(n_parts ? n_parts : 1, sizeof(size_t));
+
+	if (!j || !parts || !vols || !per_part)
+		goto fail;
+	registry_read_lock(m->reg);
+	n = registry_size_locked(m->reg);
+	list = calloc(n ? n : 1, sizeof(*list));
+	for (size_t i = 0; list && i < n; i++) {
+		list[i] = volume_ref(registry_at_locked(m->reg, i));
+		for (size_t k = 0; k < n_parts; k++)
+			if (pool_get(m->pool, k) == list[i]->part)
+				per_part[k]++;
+	}
+	registry_unlock(m->reg);
+	if (!list)
+		goto fail;
+
+	for (size_t k = 0; k < n_parts; k++)
+		json_array_append_new(parts, pool_partition_json(m, pool_get(m->pool, k), per_part[k]));
+	/* Each volume as `docker volume inspect` shows it; I/O outside the registry lock. */
+	for (size_t i = 0; i < n; i++) {
+		json_array_append_new(vols, manager_volume_json(m, list[i]));
+		volume_unref(list[i]);
+	}
+	free(list);
+	free(per_part);
+	json_object_set_new(j, "partitions", parts);
+	json_object_set_new(j, "volumes", vols);
+	return j;
+fail:
+	json_decref(j);
+	json_decref(parts);
+	json_decref(vols);
+	free(per_part);
+	return NULL;
+}
+
+/* What the admin command needs beyond Get: mount IDs, the bind as the kernel shows it, the record's details. */
+static json_t *volume_admin_json(Manager *m, Volume *v)
+{
+	char path[PATH_MAX], dev[32], root[VOLUME_NAME_MAX + 32];
+	json_t *a = json_object(), *ids = json_object();
+	PartitionInfo info;
+	struct stat ns;
+
+	if (!a || !ids) {
+		json_decref(a);
+		json_decref(ids);
+		return NULL;
+	}
+	partition_snapshot(m->pool, v->part, &info);
+	registry_read_lock(m->reg);
+	for (size_t i = 0; i < v->n_mounts; i++)
+		json_object_set_new(ids, v->mounts[i].id, json_integer(v->mounts[i].count));
+	json_object_set_new(a, "project_id", json_integer(v->projid));
+	json_object_set_new(a, "index_only", json_boolean(v->index_only));
+	json_object_set_new(a, "mounted", json_boolean(v->mounted));
+	registry_unlock(m->reg);
+	json_object_set_new(a, "mount_ids", ids);
+	bind_path(m->binds, v->name, path, sizeof(path));
+	json_object_set_new(a, "mountpoint", json_string(path));
+	/* The bind as mountinfo shows it anywhere: this device, this root (or below it). */
+	if (info.present) {
+		snprintf(dev, sizeof(dev), "%u:%u", major(info.dev), minor(info.dev));
+		json_object_set_new(a, "dev", json_string(dev));
+	}
+	snprintf(root, sizeof(root), "/nvmevol/volumes/%s", v->name);
+	json_object_set_new(a, "root", json_string(root));
+	/* So that a host-side check can tell the plugin's own mount namespace from the others. */
+	if (stat("/proc/self/ns/mnt", &ns) == 0)
+		json_object_set_new(a, "mount_namespace", json_integer((json_int_t)ns.st_ino));
+	return a;
+}
+
+int manager_volume_show(Manager *m, const char *name, json_t **ret, char **reterr_msg)
+{
+	_cleanup_(volume_unrefp) Volume *v = NULL;
+	json_t *j, *a;
+
+	if (!volume_name_is_valid(name))
+		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
+	v = registry_lookup(m->reg, name);
+	if (!v)
+		return errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", name);
+	(void)partition_verify(m->pool, v->part);
+	j = manager_volume_json(m, v);
+	a = volume_admin_json(m, v);
+	if (!j || !a || json_object_set_new(j, "Admin", a) < 0) {
+		json_decref(j);
+		return errmsg_set(reterr_msg, -ENOMEM, "out of memory");
+	}
+	*ret = j;
+	return 0;
 }

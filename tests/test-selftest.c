@@ -18,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cmd-selftest.h"
+#include "cli.h"
 #include "helpers/loopxfs.h"
 #include "selftest-report.h"
 #include "selftest.h"
@@ -367,15 +367,16 @@ Test(selftest_tmpfs, tmpfs_is_refused_with_a_clear_message)
 
 /* ---- The command ---- */
 
+/* The whole command line, as main() runs it: "nvmevol selftest ...". */
 static int cmd(const char *const *argv)
 {
 	int argc = 0;
 
 	while (argv[argc])
 		argc++;
-	return cmd_selftest(argc, (char **)argv);
+	return cli_main(argc, (char **)argv);
 }
-#define CMD(...) cmd((const char *const[]){ "selftest", __VA_ARGS__, NULL })
+#define CMD(...) cmd((const char *const[]){ "nvmevol", "selftest", __VA_ARGS__, NULL })
 
 Test(selftest, command_exit_codes)
 {
@@ -385,7 +386,10 @@ Test(selftest, command_exit_codes)
 	cr_assert_eq(CMD("--json", "--seconds", "0.1", "--iodepth", "2", scratch_path), 0);
 	cr_assert_eq(CMD("--size", "12M", "--budget-ms", "50", scratch_path), 0);
 	cr_assert_eq(CMD("/nonexistent/nvmevol"), 1);
-	cr_assert_eq(cmd((const char *const[]){ "selftest", NULL }), 2);
+	cr_assert_eq(cmd((const char *const[]){ "nvmevol", "selftest", NULL }), 2);
+	/* Options after the path, as GNU tools take them (issue 13). */
+	cr_assert_eq(CMD(scratch_path, "--json", "--budget-ms", "50"), 0);
+	cr_assert_eq(CMD("--budget-ms", "50", scratch_path, "--", "--json"), 2);
 	cr_assert_eq(CMD("--iodepth", "0", scratch_path), 2);
 	cr_assert_eq(CMD("--iodepth", "x", scratch_path), 2);
 	cr_assert_eq(CMD("--seconds", "1", "--budget-ms", "5", scratch_path), 2);

@@ -22,6 +22,11 @@ void log_set_level(LogLevel level)
 		current_level = level;
 }
 
+const char *log_level_to_string(LogLevel level)
+{
+	return level >= 0 && level < _LOG_LEVEL_MAX ? level_names[level] : "?";
+}
+
 LogLevel log_level_from_string(const char *s)
 {
 	for (size_t i = 0; i < ELEMENTSOF(level_names); i++)

@@ -17,6 +17,7 @@ typedef enum LogLevel {
 void log_setup(void);
 void log_set_level(LogLevel level);
 LogLevel log_level_from_string(const char *s);
+const char *log_level_to_string(LogLevel level);
 
 /* Logs and returns -abs(err) so callers can "return log_error_errno(r, ...)". */
 int log_internal(LogLevel level, int err, const char *fmt, ...) _printf_(3, 4);

@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/* The names both sides of the admin protocol share (admin.c serves them, admin-client.c calls them). */
+#pragma once
+
+/* Next to the plugin socket: on the host, in Docker's runtime directory of the plugin. */
+#define ADMIN_SOCKET_NAME "nvmevol-admin.sock"
+/* What the client says it is (command, user, pid); logged next to the kernel's peer credentials. */
+#define ADMIN_CLIENT_HEADER "X-Nvmevol-Client"
+/* Raised when the protocol changes in a way a client must know. */
+#define ADMIN_API_VERSION 1
+/* An endpoint a plugin does not know answers 404 with an Err starting with this. */
+#define ADMIN_UNKNOWN_ENDPOINT "unknown admin endpoint"
+
+#define ADMIN_PATH_STATUS "/Admin.Status"
+#define ADMIN_PATH_VOLUME_SHOW "/Admin.VolumeShow"
+#define ADMIN_PATH_VOLUME_RESIZE "/Admin.VolumeResize"
+#define ADMIN_PATH_VOLUME_SET "/Admin.VolumeSet"
+#define ADMIN_PATH_VOLUME_FORGET "/Admin.VolumeForget"
+#define ADMIN_PATH_VOLUME_RELEASE "/Admin.VolumeRelease"
+#define ADMIN_PATH_PARTITION_ADOPT "/Admin.PartitionAdopt"
+#define ADMIN_PATH_STATE_IMPORT "/Admin.StateImport"
