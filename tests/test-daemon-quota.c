@@ -23,17 +23,7 @@ static ClientReply rep;
 
 static void setup1(void)
 {
-	testbed_require_root();
-	testbed_setup(&tb, 1, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL });
-	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"probe\"}"), 0);
-	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"probe\"}"), 0);
-	json_t *part = json_object_get(json_object_get(json_object_get(rep.json, "Volume"), "Status"), "partition");
-	if (!json_is_true(json_object_get(part, "project_quota"))) {
-		/* Criterion runs no .fini after a skip in .init: clean up here. */
-		client_reply_done(&rep);
-		testbed_destroy(&tb);
-		cr_skip_test("kernel without XFS project quota (CONFIG_XFS_QUOTA); runs in the qemu guest via tests/qemu/run-quota-tests.sh");
-	}
+	testbed_setup_quota(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL });
 }
 
 static void teardown(void)
@@ -82,28 +72,9 @@ static long long qint(json_t *q, const char *k)
 	return json_integer_value(v);
 }
 
-/* Writes @bytes in 1 MiB chunks with fsync; returns bytes written before the first error (errno kept). */
 static long long write_file(const char *path, long long bytes, int *ret_errno)
 {
-	static char buf[1 << 20];
-	long long done = 0;
-	int fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
-
-	*ret_errno = 0;
-	cr_assert(fd >= 0, "open %s: %s", path, strerror(errno));
-	memset(buf, 'q', sizeof(buf));
-	while (done < bytes) {
-		ssize_t n = write(fd, buf, (size_t)(bytes - done < (long long)sizeof(buf) ? bytes - done : (long long)sizeof(buf)));
-		if (n < 0) {
-			*ret_errno = errno;
-			break;
-		}
-		done += n;
-	}
-	if (*ret_errno == 0 && fsync(fd) < 0)
-		*ret_errno = errno;
-	close(fd);
-	return done;
+	return testbed_write_bytes(path, bytes, false, ret_errno);
 }
 
 static char mp[400], path[500];

@@ -16,19 +16,50 @@
 
 extern char **environ;
 
-int loopxfs_spawn(const char *const *argv, char *out, size_t out_len)
+/* Reads what is left in @fd into @buf (keeping what fits, draining the rest), without trailing newlines. */
+static void read_all(int fd, char *buf, size_t len)
+{
+	size_t used = 0;
+
+	for (;;) {
+		char tmp[256];
+		ssize_t n = read(fd, tmp, sizeof(tmp));
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		for (ssize_t i = 0; i < n && used + 1 < len; i++)
+			buf[used++] = tmp[i];
+	}
+	buf[used] = '\0';
+	while (used > 0 && (buf[used - 1] == '\n' || buf[used - 1] == '\r'))
+		buf[--used] = '\0';
+}
+
+int loopxfs_spawn_capture(const char *const *argv, char *out, size_t out_len, char *err, size_t err_len)
 {
 	posix_spawn_file_actions_t fa;
-	int pipefd[2] = { -1, -1 }, st, r;
-	size_t used = 0;
+	int pipefd[2] = { -1, -1 }, errfd = -1, st, r;
+	char errpath[] = "/tmp/nvmevol-spawn-err.XXXXXX";
 	pid_t pid;
 
+	if ((out && out_len == 0) || (err && err_len == 0))
+		return -EINVAL;
 	if (out) {
-		if (out_len == 0)
-			return -EINVAL;
 		out[0] = '\0';
 		if (pipe2(pipefd, O_CLOEXEC) < 0)
 			return -errno;
+	}
+	if (err) {
+		/* A file, not a second pipe: one reader loop, no deadlock on a chatty stderr. */
+		err[0] = '\0';
+		errfd = mkostemp(errpath, O_CLOEXEC);
+		if (errfd < 0) {
+			r = errno;
+			goto fail_pipe;
+		}
+		(void)unlink(errpath);
 	}
 	r = posix_spawn_file_actions_init(&fa);
 	if (r != 0)
@@ -37,6 +68,8 @@ int loopxfs_spawn(const char *const *argv, char *out, size_t out_len)
 		r = posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
 	else
 		r = posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+	if (r == 0 && err)
+		r = posix_spawn_file_actions_adddup2(&fa, errfd, STDERR_FILENO);
 	if (r == 0)
 		r = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
@@ -45,26 +78,17 @@ int loopxfs_spawn(const char *const *argv, char *out, size_t out_len)
 
 	if (out) {
 		(void)close(pipefd[1]);
-		for (;;) {
-			char buf[256];
-			ssize_t n = read(pipefd[0], buf, sizeof(buf));
-
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n <= 0)
-				break;
-			/* Keep what fits; drain the rest so the child never blocks. */
-			for (ssize_t i = 0; i < n && used + 1 < out_len; i++)
-				out[used++] = buf[i];
-		}
+		read_all(pipefd[0], out, out_len);
 		(void)close(pipefd[0]);
-		out[used] = '\0';
-		while (used > 0 && (out[used - 1] == '\n' || out[used - 1] == '\r'))
-			out[--used] = '\0';
 	}
 	while (waitpid(pid, &st, 0) < 0)
 		if (errno != EINTR)
 			return -errno;
+	if (err) {
+		(void)lseek(errfd, 0, SEEK_SET);
+		read_all(errfd, err, err_len);
+		(void)close(errfd);
+	}
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 
 fail_pipe:
@@ -72,7 +96,14 @@ fail_pipe:
 		(void)close(pipefd[0]);
 		(void)close(pipefd[1]);
 	}
+	if (errfd >= 0)
+		(void)close(errfd);
 	return -r;
+}
+
+int loopxfs_spawn(const char *const *argv, char *out, size_t out_len)
+{
+	return loopxfs_spawn_capture(argv, out, out_len, NULL, 0);
 }
 
 /* A tool's exit status as -errno: non-zero exit becomes -EIO. */

@@ -58,3 +58,5 @@ void loopxfs_destroy(LoopXfs *l);
  * number when killed) or -errno when it could not be started.
  */
 int loopxfs_spawn(const char *const *argv, char *out, size_t out_len);
+/* The same, with stderr in @err (NUL-terminated, trailing newlines removed) if @err is not NULL, else inherited. */
+int loopxfs_spawn_capture(const char *const *argv, char *out, size_t out_len, char *err, size_t err_len);

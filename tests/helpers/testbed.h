@@ -44,6 +44,8 @@ void testbed_require_root(void);
 int testbed_init(Testbed *tb, int n_parts);
 /* testbed_init() + testbed_start(), or a failed assertion quoting the daemon's log; cleans up either way. */
 void testbed_setup(Testbed *tb, int n_parts, const char *const *extra_env);
+/* testbed_setup() with one partition and a volume "probe"; skips (and cleans up) on a kernel without XFS project quota. */
+void testbed_setup_quota(Testbed *tb, const char *const *extra_env);
 /* Starts the daemon with the testbed's settings plus "NAME=value" strings in @extra_env (NULL-terminated). */
 int testbed_start(Testbed *tb, const char *const *extra_env);
 /* Sends @sig and waits; SIGKILL for a crash, SIGTERM for a clean stop. */
@@ -60,6 +62,13 @@ int testbed_attach(Testbed *tb, int i);
 /* API shortcuts: return 0 on success (no Err), else -1 with *ret_err set (borrowed until the next call). */
 int tb_call(Testbed *tb, const char *endpoint, ClientReply *ret, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+
+/*
+ * Writes @bytes to @path (appended, or replacing it) in 1 MiB writes, then
+ * fsync; returns what was written before the first error, which goes to
+ * *ret_errno (0 if none): how a test meets a quota.
+ */
+long long testbed_write_bytes(const char *path, long long bytes, bool append, int *ret_errno);
 
 /* The /proc/self/mountinfo line whose mount point is @target, or NULL (malloc'd). */
 char *mountinfo_line(const char *target);

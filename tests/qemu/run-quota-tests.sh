@@ -10,7 +10,7 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${1:-${NVMEVOL_BUILD_DIR:-build}}
-BINS=("$BUILD/tests/test-quota" "$BUILD/tests/test-daemon-quota" "$BUILD/src/nvmevol")
+BINS=("$BUILD/tests/test-quota" "$BUILD/tests/test-daemon-quota" "$BUILD/tests/test-admin-quota" "$BUILD/src/nvmevol")
 # The project-ID escape check (guest-projid-escape.sh) and its tools.
 BINS+=("$BUILD/tests/tools/plugin-call" "$BUILD/tests/tools/projid" "$BUILD/tests/tools/dockercaps")
 
@@ -23,13 +23,15 @@ for b in "${BINS[@]}"; do
 	fi
 done
 
-# One boot runs both levels: quota.c against the kernel, then the real daemon (size=, inodes=),
-# then whether a process with Docker's capabilities escapes size= (guest-projid-escape.sh).
+# One boot runs every level: quota.c against the kernel, the real daemon (size=, inodes=),
+# `nvmevol volume resize` through the admin socket, then whether a process with Docker's
+# capabilities escapes size= (guest-projid-escape.sh).
 script=$(mktemp "${TMPDIR:-/tmp}/nvmevol-quota-script.XXXXXX")
 cat > "$script" <<'SH'
 rc=0
 /work/test-quota --color=never --verbose -j1 || rc=1
 NVMEVOL_BINARY=/work/nvmevol /work/test-daemon-quota --color=never --verbose -j1 || rc=1
+NVMEVOL_BINARY=/work/nvmevol /work/test-admin-quota --color=never --verbose -j1 || rc=1
 sh /work/guest-projid-escape.sh || rc=1
 exit $rc
 SH
@@ -38,7 +40,7 @@ log=$(mktemp "${TMPDIR:-/tmp}/nvmevol-quota-guest.XXXXXX")
 trap 'rm -f "$log" "$script"' EXIT
 files=()
 for b in "${BINS[@]}" tests/qemu/guest-projid-escape.sh; do files+=(--file "$b"); done
-tests/qemu/run.sh "${files[@]}" --script "$script" 2>&1 | tee "$log"
+tests/qemu/run.sh --timeout 600 "${files[@]}" --script "$script" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 
 pass=$(grep -ac '^\[PASS\]' "$log")
