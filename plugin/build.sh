@@ -2,7 +2,8 @@
 # Build the nvmevol managed-plugin directory: plugin/out/nvmevol/
 #   config.json            (copied from the top of the repo)
 #   rootfs/                (skeleton from rootfs/ + /usr/bin/nvmevol + the
-#                           shared libraries it needs + the dynamic loader)
+#                           shared libraries it needs + the dynamic loader
+#                           + /etc/nvmevol-build: version, commit, build time)
 #
 # Usage: plugin/build.sh [--binary PATH] [--out DIR] [--no-strip]
 #   --binary PATH  package PATH instead of building with meson (testing only)
@@ -53,6 +54,14 @@ cp "$REPO/config.json" "$STAGE/config.json"
 chmod 1777 "$STAGE/rootfs/tmp"
 
 install -D -m 0755 "$BIN" "$STAGE/rootfs/usr/bin/nvmevol"
+# Which build this is; it also makes every build's content unique, which
+# Docker 20.10 needs to create a new version next to an installed one
+# ("content sha256:...: already exists" otherwise).
+{
+    echo "version=$("$BIN" --version | sed 's/^nvmevol //')"
+    echo "commit=$(git -C "$REPO" rev-parse HEAD 2>/dev/null || echo unknown)"
+    echo "built=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)"
+} >"$STAGE/rootfs/etc/nvmevol-build"
 [ "$STRIP" = 1 ] && strip --strip-unneeded "$STAGE/rootfs/usr/bin/nvmevol"
 # What ships is hardened (full RELRO, PIE, stack protector, _FORTIFY_SOURCE);
 # a --binary given for testing may be a sanitizer build and is not checked.

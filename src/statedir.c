@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "mount.h"
 #include "statedir.h"
 #include "util/errmsg.h"
 #include "util/log.h"
@@ -20,8 +21,9 @@ StateLocation statedir_decide(bool mount_point_exists, bool same_as_dev, bool is
 
 int statedir_resolve(Config *cfg, char **reterr_msg)
 {
-	struct stat st, dev, parent;
+	struct stat st, dev;
 	bool exists, same_as_dev = false, is_mount = false;
+	MountEntry e = { 0 };
 	StateLocation loc;
 	char *path;
 
@@ -32,8 +34,11 @@ int statedir_resolve(Config *cfg, char **reterr_msg)
 	exists = stat(STATEDIR_MOUNT_POINT, &st) == 0;
 	if (exists && stat("/dev", &dev) == 0)
 		same_as_dev = st.st_dev == dev.st_dev && st.st_ino == dev.st_ino;
-	if (exists && stat(STATEDIR_MOUNT_POINT "/..", &parent) == 0)
-		is_mount = st.st_dev != parent.st_dev;
+	/* From mountinfo: a bind of a directory on the same filesystem keeps st_dev. */
+	if (exists && mountinfo_find_target(STATEDIR_MOUNT_POINT, &e) == 0) {
+		is_mount = true;
+		mount_entry_done(&e);
+	}
 	if (exists && !same_as_dev && !S_ISDIR(st.st_mode))
 		return errmsg_set(reterr_msg, -ENOTDIR,
 				  "%s is not a directory: set the plugin's state.source to a host directory (or back to /dev, "

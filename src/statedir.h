@@ -27,6 +27,6 @@ int statedir_resolve(Config *cfg, char **reterr_msg);
 /*
  * Pure: the decision, from what stat() says. @mount_point_exists and
  * @same_as_dev describe STATEDIR_MOUNT_POINT (same st_dev and st_ino as
- * /dev), @is_mount whether it is a mount point (st_dev differs from its parent's).
+ * /dev), @is_mount whether mountinfo shows a mount there.
  */
 StateLocation statedir_decide(bool mount_point_exists, bool same_as_dev, bool is_mount);

@@ -4,9 +4,10 @@
 #   ASan+UBSan, fuzz-corpus replay and a bounded libFuzzer run, reliability
 #   figures (kill -9, faults, hostile input, path safety, concurrency), the
 #   quota suite in a qemu guest, the end-to-end suite against a real dockerd,
-#   registry and docker-compose, and a three-node Docker Swarm in network
-#   namespaces.
-# Usage: tests/run-all.sh [stage...]    stages: deps build unit asan fuzz reliability qemu e2e compose swarm
+#   registry and docker-compose, a three-node Docker Swarm in network
+#   namespaces, and the day-2 operations (install from a registry, the admin
+#   command) against a real dockerd.
+# Usage: tests/run-all.sh [stage...]    stages: deps build unit asan fuzz reliability qemu e2e compose swarm admin
 # Ends with one line "N passed, N failed" summing every stage's tests.
 set -u
 cd "$(dirname "$0")/.."
@@ -133,9 +134,10 @@ stage_qemu() {
 stage_e2e() { tests/e2e/run.sh; }
 stage_compose() { tests/e2e/compose.sh; }
 stage_swarm() { tests/swarm/run.sh; }
+stage_admin() { tests/e2e/admin.sh; }
 
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(deps build unit asan fuzz reliability qemu e2e compose swarm)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(deps build unit asan fuzz reliability qemu e2e compose swarm admin)
 T0=$(date +%s)
 for s in "${STAGES[@]}"; do
 	run_stage "$s" "stage_$s"

@@ -575,7 +575,9 @@ e2e_setup_plugin_env() {
     E2E_LOOP_DEVS+=("$(e2e_make_loop_xfs "${E2E_PREFIX}b" 320)")
     e2e_log "partitions: ${E2E_LOOP_DEVS[*]} (labels ${E2E_PREFIX}a, ${E2E_PREFIX}b)"
     e2e_build_plugin
-    if ! "$E2E_REPO/plugin/install.sh" --replace --name "$E2E_PLUGIN" \
+    # The command goes to the work directory, never to the shared /usr/local/bin.
+    if ! "$E2E_REPO/plugin/install.sh" --replace --name "$E2E_PLUGIN" --cli "$E2E_WORK/bin/nvmevol" \
+            --legacy-state "$E2E_WORK/no-legacy-state" \
             "NVMEVOL_LABEL_PREFIX=$E2E_PREFIX" "NVMEVOL_LOG_LEVEL=debug" \
             "state.source=$E2E_STATE_DIR" >"$E2E_WORK/install.log" 2>&1; then
         cat "$E2E_WORK/install.log" >&2
@@ -690,11 +692,18 @@ e2e_detach_loops() {
     if [ -f "$E2E_WORK/loops.list" ]; then
         while read -r dev file; do
             [ -n "$dev" ] || continue
-            if [ "$(losetup -nO BACK-FILE "$dev" 2>/dev/null | sed 's/ *$//')" = "$file" ]; then
+            # An image attached twice over a run is listed twice: the first
+            # line's rm leaves the later device's backing file "(deleted)".
+            if [ "$(losetup -nO BACK-FILE "$dev" 2>/dev/null | sed 's/ *$//; s/ (deleted)$//')" = "$file" ]; then
                 # umount any host mount of it first
                 awk -v d="$dev" '$1 == d { print $2 }' /proc/mounts | sort -r |
                     while read -r m; do umount -l "$m"; done
-                losetup -d "$dev" 2>/dev/null
+                # A plugin's mount namespace may still be going away: retry briefly.
+                local try
+                for try in 1 2 3 4 5 6 7 8 9 10; do
+                    losetup -d "$dev" 2>/dev/null && break
+                    sleep 0.5
+                done
             fi
             rm -f "$file"
         done <"$E2E_WORK/loops.list"

@@ -392,7 +392,8 @@ scenario_upgrade() {
     # The same with plugin/install.sh --upgrade, which does all of it.
     if ref=$(e2e_push_plugin_variant e2e-upgrade2); then
         e2e_check "plugin/install.sh --upgrade $ref" \
-            "$E2E_REPO/plugin/install.sh" --name "$PLUGIN" --upgrade "$ref"
+            "$E2E_REPO/plugin/install.sh" --name "$PLUGIN" --upgrade "$ref" --cli "$E2E_WORK/bin/nvmevol" \
+            --legacy-state "$E2E_WORK/no-legacy-state"
         e2e_eq "after install.sh --upgrade: reference is $ref" "$ref" \
             "$(docker plugin inspect -f '{{.PluginReference}}' "$PLUGIN" 2>&1)"
         e2e_eq "after install.sh --upgrade: the plugin runs with the state dir $E2E_STATE_DIR" \
