@@ -154,6 +154,7 @@ static void print_help(const CliCommand *c)
 	printf("Usage: nvmevol %s %s\n\n%s", c->name, c->synopsis, c->help);
 }
 
+static void vreport(const CliArgs *a, const char *fmt, va_list ap) _printf_(2, 0);
 static void vreport(const CliArgs *a, const char *fmt, va_list ap)
 {
 	fprintf(stderr, "nvmevol%s%s: ", a && a->command ? " " : "", a && a->command ? a->command : "");

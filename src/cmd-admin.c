@@ -417,7 +417,7 @@ int cmd_volume_resize(const CliArgs *a, char **args, int n)
 	       limit_text(num(after, "inodes"), i2, sizeof(i2), false), u,
 	       (long long)num(json_object_get(j, "usage"), "inodes"), (long long)num(j, "project_id"));
 	if (num(j, "tagged") > 0)
-		printf("volume %s had no project of its own: %lld files and directories were tagged so that they count\n",
+		printf("volume %s had no limits: %lld files and directories were tagged with its XFS project so that they count\n",
 		       args[0], (long long)num(j, "tagged"));
 	return CLI_EXIT_OK;
 }

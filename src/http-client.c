@@ -66,15 +66,21 @@ static int dechunk(const char *p, const char *end, char **ret, size_t *ret_len)
 	size_t n = 0;
 
 	for (;;) {
-		const char *eol = memmem(p, (size_t)(end - p), "\r\n", 2);
-		unsigned long long size;
-		char *tail;
+		const char *eol = memmem(p, (size_t)(end - p), "\r\n", 2), *q;
+		unsigned long long size = 0;
 
 		if (!eol)
 			goto bad;
-		errno = 0;
-		size = strtoull(p, &tail, 16);
-		if (errno || tail == p || (tail != eol && *tail != ';'))
+		/* Hex digits up to the end of the line or a ';' (chunk extensions); the buffer may end right here. */
+		for (q = p; q < eol && *q != ';'; q++) {
+			int d = (*q >= '0' && *q <= '9') ? *q - '0' :
+				(*q >= 'a' && *q <= 'f') ? *q - 'a' + 10 :
+				(*q >= 'A' && *q <= 'F') ? *q - 'A' + 10 : -1;
+			if (d < 0 || size > HTTP_CLIENT_BODY_MAX)
+				goto bad;
+			size = size * 16 + (unsigned)d;
+		}
+		if (q == p)
 			goto bad;
 		p = eol + 2;
 		if (size == 0)
@@ -83,7 +89,7 @@ static int dechunk(const char *p, const char *end, char **ret, size_t *ret_len)
 			free(out);
 			return -EFBIG;
 		}
-		if ((size_t)(end - p) < size + 2 || memcmp(p + size, "\r\n", 2) != 0)
+		if ((size_t)(end - p) < size + 2 || memcmp(p + size, "\r\n", 2) != 0 || memchr(p, '\0', size))
 			goto bad;
 		char *no = realloc(out, n + size + 1);
 		if (!no) {
@@ -114,11 +120,13 @@ int http_client_parse_reply(const char *buf, size_t len, HttpClientReply *ret)
 	char code[4];
 
 	*ret = (HttpClientReply){ 0 };
-	if (len < 12 || memcmp(buf, "HTTP/1.", 7) != 0 || buf[8] != ' ')
+	if (len < 13 || memcmp(buf, "HTTP/1.", 7) != 0 || buf[8] != ' ')
 		return -EPROTO;
 	memcpy(code, buf + 9, 3);
 	code[3] = '\0';
-	if (code[0] < '1' || code[0] > '5' || parse_u32(code, &status) < 0)
+	/* Three digits, 1xx to 5xx, then a space or the end of the line. */
+	if (code[0] < '1' || code[0] > '5' || code[1] < '0' || code[1] > '9' || code[2] < '0' || code[2] > '9' ||
+	    (buf[12] != ' ' && buf[12] != '\r') || parse_u32(code, &status) < 0)
 		return -EPROTO;
 	hend = memmem(buf, len, "\r\n\r\n", 4);
 	if (!hend)
@@ -143,10 +151,13 @@ int http_client_parse_reply(const char *buf, size_t len, HttpClientReply *ret)
 			return -EPROTO;
 		blen = (size_t)cl;
 	}
+	/* Callers read the body as a string (JSON or a message): no NUL inside. */
+	if (memchr(body, '\0', blen))
+		return -EPROTO;
 	ret->body = strndup(body, blen);
 	if (!ret->body)
 		return -ENOMEM;
-	ret->len = strlen(ret->body);
+	ret->len = blen;
 	return 0;
 }
 

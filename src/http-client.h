@@ -29,5 +29,5 @@ void http_client_reply_done(HttpClientReply *r);
 int http_client_request(const char *sock, const char *method, const char *path, const char *const *extra_headers,
 			const char *body, size_t len, unsigned timeout_s, HttpClientReply *ret);
 
-/* Pure: decodes a complete HTTP/1.x reply in @buf (for tests and fuzzing). */
+/* Pure: decodes a complete HTTP/1.x reply in @buf (for tests and fuzzing); a body with a NUL byte is -EPROTO. */
 int http_client_parse_reply(const char *buf, size_t len, HttpClientReply *ret);

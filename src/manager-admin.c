@@ -106,30 +106,37 @@ static int run_admin(Manager *m, const char *name, ManagerVolumeFn fn, const jso
 
 /* ---- resize ---- */
 
-/* Gives @v a project ID (recorded before any inode carries it, so it is never handed out twice). */
+/*
+ * Gives @v a project ID if it has none (recorded before any inode carries it,
+ * so that it is never handed out twice), and tags its files with it if the
+ * volume had no limits until now: files written while it was unlimited may
+ * not carry it (never tagged, or a walk that an error stopped half-way).
+ */
 static int ensure_project(Manager *m, Volume *v, PartitionFs *fs, int dirfd, uint64_t *ret_tagged, char **reterr_msg)
 {
 	uint32_t id;
 	int r;
 
 	*ret_tagged = 0;
-	if (v->projid)
-		return 0;
-	id = sizelimit_allocate_id(m->reg, v->part, fs);
-	if (!id)
-		return errmsg_set(reterr_msg, -ENOSPC, "no free XFS project ID on the partition of volume %s", v->name);
-	registry_write_lock(m->reg);
-	v->projid = id;
-	registry_unlock(m->reg);
-	r = store_save_record(fs, v);
-	if (r < 0) {
+	if (sizelimit_wanted(&v->opts))
+		return 0; /* limited since create (PROJINHERIT from the start) or since a complete walk */
+	if (!v->projid) {
+		id = sizelimit_allocate_id(m->reg, v->part, fs);
+		if (!id)
+			return errmsg_set(reterr_msg, -ENOSPC, "no free XFS project ID on the partition of volume %s", v->name);
 		registry_write_lock(m->reg);
-		v->projid = 0;
+		v->projid = id;
 		registry_unlock(m->reg);
-		return errmsg_set(reterr_msg, r, "cannot write the record of volume %s: %s", v->name, errno_str(r));
+		r = store_save_record(fs, v);
+		if (r < 0) {
+			registry_write_lock(m->reg);
+			v->projid = 0;
+			registry_unlock(m->reg);
+			return errmsg_set(reterr_msg, r, "cannot write the record of volume %s: %s", v->name, errno_str(r));
+		}
 	}
-	log_info("volume %s: had no XFS project; counting its usage under project %u (walking its files)", v->name, id);
-	return sizelimit_tag_tree(fs, dirfd, id, ret_tagged, reterr_msg);
+	log_info("volume %s: counting its usage under XFS project %u (walking its files)", v->name, v->projid);
+	return sizelimit_tag_tree(fs, dirfd, v->projid, ret_tagged, reterr_msg);
 }
 
 static int resize_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)

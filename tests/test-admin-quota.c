@@ -177,8 +177,11 @@ Test(admin_quota, a_volume_created_without_limits_gets_a_project_that_counts_its
 	cr_assert_eq(u.bytes_hard, 0);
 
 	cr_assert_eq(NV("volume", "resize", "free", "8M"), 0, "%s", err);
-	cr_assert(strstr(out, "had no project of its own") == NULL, "tagged twice: %s", out);
+	cr_assert(strstr(out, "files and directories were tagged"), "%s", out);
 	cr_assert_eq(kernel_limits("free", &u), id);
+	/* Limited now: everything below inherits the project, no walk any more. */
+	cr_assert_eq(NV("volume", "resize", "free", "8M", "--json"), 0, "%s", err);
+	cr_assert(strstr(out, "\"tagged\": 0"), "walked again: %s", out);
 	cr_assert_eq(u.bytes_hard, 8u << 20);
 	/* New files anywhere below inherit the project: the limit holds. */
 	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"free\",\"ID\":\"c\"}"), 0);

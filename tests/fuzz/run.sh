@@ -20,7 +20,7 @@ PAR=${FUZZ_PARALLEL:-2}
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 BUILD=${FUZZ_BUILD_DIR:-$REPO/build-fuzz}
-TARGETS=(fuzz-api fuzz-options fuzz-record fuzz-mountinfo fuzz-nvme-health)
+TARGETS=(fuzz-api fuzz-options fuzz-record fuzz-mountinfo fuzz-nvme-health fuzz-admin)
 
 if [ ! -f "$BUILD/build.ninja" ]; then
 	CC=clang meson setup "$BUILD" "$REPO" -Dfuzz=true -Dtests=disabled \
