@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <getopt.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,109 +184,57 @@ int cli_fail(const CliArgs *a, const char *fmt, ...)
 	return CLI_EXIT_FAILURE;
 }
 
-static const struct {
-	const char *name;
+/* Every option of every command: one table for getopt_long, the checks and the values. */
+typedef struct CliOptionDef {
+	const char *name; /* without "--" */
 	unsigned bit;
-} option_names[] = {
-	{ "--json", CLI_OPT_JSON },		{ "--plugin", CLI_OPT_PLUGIN },	  { "--socket", CLI_OPT_SOCKET },
-	{ "--inodes", CLI_OPT_INODES },		{ "--seconds", CLI_OPT_SECONDS }, { "--budget-ms", CLI_OPT_BUDGET_MS },
-	{ "--size", CLI_OPT_SIZE },		{ "--iodepth", CLI_OPT_IODEPTH }, { "--keep", CLI_OPT_KEEP },
-	{ "--label-prefix", CLI_OPT_LABEL_PREFIX }, { "--devices", CLI_OPT_DEVICES },
-	{ "--require-nvme", CLI_OPT_REQUIRE_NVME }, { "--health", CLI_OPT_HEALTH },
+	size_t value; /* offsetof the const char * in CliArgs that takes the argument; 0: no argument */
+} CliOptionDef;
+
+static const CliOptionDef option_defs[] = {
+	{ "json", CLI_OPT_JSON, 0 },
+	{ "plugin", CLI_OPT_PLUGIN, offsetof(CliArgs, plugin) },
+	{ "socket", CLI_OPT_SOCKET, offsetof(CliArgs, socket) },
+	{ "inodes", CLI_OPT_INODES, offsetof(CliArgs, inodes) },
+	{ "seconds", CLI_OPT_SECONDS, offsetof(CliArgs, seconds) },
+	{ "budget-ms", CLI_OPT_BUDGET_MS, offsetof(CliArgs, budget_ms) },
+	{ "size", CLI_OPT_SIZE, offsetof(CliArgs, size) },
+	{ "iodepth", CLI_OPT_IODEPTH, offsetof(CliArgs, iodepth) },
+	{ "keep", CLI_OPT_KEEP, 0 },
+	{ "label-prefix", CLI_OPT_LABEL_PREFIX, offsetof(CliArgs, label_prefix) },
+	{ "devices", CLI_OPT_DEVICES, offsetof(CliArgs, devices) },
+	{ "require-nvme", CLI_OPT_REQUIRE_NVME, offsetof(CliArgs, require_nvme) },
+	{ "health", CLI_OPT_HEALTH, offsetof(CliArgs, health) },
 };
 
 /* One pass over every option of every command; the words that are not options end up in a->args. */
 static int parse(int argc, char **argv, CliArgs *a)
 {
-	enum { ARG_JSON = 0x100, ARG_PLUGIN, ARG_SOCKET, ARG_INODES, ARG_SECONDS, ARG_BUDGET_MS, ARG_SIZE, ARG_IODEPTH,
-	       ARG_KEEP, ARG_LABEL_PREFIX, ARG_DEVICES, ARG_REQUIRE_NVME, ARG_HEALTH };
-	static const struct option options[] = {
-		{ "json", no_argument, NULL, ARG_JSON },
-		{ "plugin", required_argument, NULL, ARG_PLUGIN },
-		{ "socket", required_argument, NULL, ARG_SOCKET },
-		{ "inodes", required_argument, NULL, ARG_INODES },
-		{ "seconds", required_argument, NULL, ARG_SECONDS },
-		{ "budget-ms", required_argument, NULL, ARG_BUDGET_MS },
-		{ "size", required_argument, NULL, ARG_SIZE },
-		{ "iodepth", required_argument, NULL, ARG_IODEPTH },
-		{ "keep", no_argument, NULL, ARG_KEEP },
-		{ "label-prefix", required_argument, NULL, ARG_LABEL_PREFIX },
-		{ "devices", required_argument, NULL, ARG_DEVICES },
-		{ "require-nvme", required_argument, NULL, ARG_REQUIRE_NVME },
-		{ "health", required_argument, NULL, ARG_HEALTH },
-		{ "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' },
-		{}
-	};
-	int c;
+	struct option options[ELEMENTSOF(option_defs) + 3] = {};
+	int c, idx;
+
+	for (size_t i = 0; i < ELEMENTSOF(option_defs); i++)
+		options[i] = (struct option){ option_defs[i].name, option_defs[i].value ? required_argument : no_argument,
+					      NULL, 0x100 };
+	options[ELEMENTSOF(option_defs)] = (struct option){ "help", no_argument, NULL, 'h' };
+	options[ELEMENTSOF(option_defs) + 1] = (struct option){ "version", no_argument, NULL, 'V' };
 
 	/* 0 makes glibc start over (and permute: options may follow the arguments). */
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "hV", options, NULL)) >= 0) {
-		switch (c) {
-		case ARG_JSON:
-			a->given |= CLI_OPT_JSON;
-			break;
-		case ARG_PLUGIN:
-			a->given |= CLI_OPT_PLUGIN;
-			a->plugin = optarg;
-			break;
-		case ARG_SOCKET:
-			a->given |= CLI_OPT_SOCKET;
-			a->socket = optarg;
-			break;
-		case ARG_INODES:
-			a->given |= CLI_OPT_INODES;
-			a->inodes = optarg;
-			break;
-		case ARG_SECONDS:
-			a->given |= CLI_OPT_SECONDS;
-			a->seconds = optarg;
-			break;
-		case ARG_BUDGET_MS:
-			a->given |= CLI_OPT_BUDGET_MS;
-			a->budget_ms = optarg;
-			break;
-		case ARG_SIZE:
-			a->given |= CLI_OPT_SIZE;
-			a->size = optarg;
-			break;
-		case ARG_IODEPTH:
-			a->given |= CLI_OPT_IODEPTH;
-			a->iodepth = optarg;
-			break;
-		case ARG_KEEP:
-			a->given |= CLI_OPT_KEEP;
-			break;
-		case ARG_LABEL_PREFIX:
-			a->given |= CLI_OPT_LABEL_PREFIX;
-			a->label_prefix = optarg;
-			break;
-		case ARG_DEVICES:
-			a->given |= CLI_OPT_DEVICES;
-			a->devices = optarg;
-			break;
-		case ARG_REQUIRE_NVME:
-			a->given |= CLI_OPT_REQUIRE_NVME;
-			a->require_nvme = optarg;
-			break;
-		case ARG_HEALTH:
-			a->given |= CLI_OPT_HEALTH;
-			a->health = optarg;
-			break;
-		case 'h':
+	while ((c = getopt_long(argc, argv, "hV", options, &idx)) >= 0) {
+		if (c == 0x100) {
+			a->given |= option_defs[idx].bit;
+			if (option_defs[idx].value)
+				*(const char **)((char *)a + option_defs[idx].value) = optarg;
+		} else if (c == 'h')
 			a->help = true;
-			break;
-		case 'V':
+		else if (c == 'V')
 			a->version = true;
-			break;
-		case '?':
-		default:
-			if (optopt > 0 && optopt < 0x100)
-				return cli_usage_error(NULL, "unknown or incomplete option '-%c'", optopt);
+		else if (optopt > 0 && optopt < 0x100)
+			return cli_usage_error(NULL, "unknown or incomplete option '-%c'", optopt);
+		else
 			return cli_usage_error(NULL, "unknown or incomplete option '%s'", argv[optind - 1]);
-		}
 	}
 	a->args = argv + optind;
 	a->n_args = argc - optind;
@@ -358,9 +307,9 @@ int cli_main(int argc, char **argv)
 	}
 	if (a.version)
 		return cli_usage_error(&a, "--version takes no command");
-	for (size_t i = 0; i < ELEMENTSOF(option_names); i++)
-		if ((a.given & option_names[i].bit) && !(c->options & option_names[i].bit))
-			return cli_usage_error(&a, "%s is not an option of this command", option_names[i].name);
+	for (size_t i = 0; i < ELEMENTSOF(option_defs); i++)
+		if ((a.given & option_defs[i].bit) && !(c->options & option_defs[i].bit))
+			return cli_usage_error(&a, "--%s is not an option of this command", option_defs[i].name);
 	if ((a.given & CLI_OPT_PLUGIN) && (a.given & CLI_OPT_SOCKET))
 		return cli_usage_error(&a, "--plugin and --socket are exclusive");
 	n = a.n_args - words;
