@@ -310,6 +310,8 @@ static int release_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 			for (json_int_t k = 0; k < json_integer_value(n); k++)
 				(void)volume_mount_add(v, id);
 		registry_unlock(m->reg);
+		/* The delete may have happened (a failed fsync after it): write the counts back. */
+		(void)store_save_mounts(m->store, v);
 		return errmsg_set(reterr_msg, r, "cannot write the mount counts of volume %s: %s", v->name, errno_str(r));
 	}
 	if (was_mounted) {
