@@ -175,6 +175,15 @@ e2e_run_scenarios() {
     done
 }
 
+# e2e_main [--list | NAME...]: the usual script: select, `setup`, run, summary.
+e2e_main() {
+    e2e_select_scenarios "$@"
+    setup
+    e2e_run_scenarios
+    printf '# dockerd log: %s\n' "$E2E_DOCKERD_LOG"
+    e2e_summary
+}
+
 # ------------------------------------------------------------------ packages
 
 # e2e_install_packages [EXTRA...]: apt-get install only what is missing.

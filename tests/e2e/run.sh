@@ -435,12 +435,4 @@ scenario_dockerd_kill() {
 
 # ---------------------------------------------------------------------- main
 
-main() {
-    e2e_select_scenarios "$@"
-    setup
-    e2e_run_scenarios
-    printf '# dockerd log: %s\n' "$E2E_DOCKERD_LOG"
-    e2e_summary
-}
-
-main "$@"
+e2e_main "$@"
