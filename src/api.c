@@ -137,7 +137,8 @@ fail:
 
 static char *dump(json_t *j)
 {
-	char *s = json_dumps(j, JSON_COMPACT);
+	/* Every real in a reply is a rounded decimal (figures, thresholds): 15 digits print it as rounded. */
+	char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15));
 	json_decref(j);
 	return s;
 }

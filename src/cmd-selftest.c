@@ -151,13 +151,13 @@ int cmd_selftest(int argc, char **argv)
 		return EXIT_FAILURE;
 	}
 
-	verdict = selftest_judge(&res, NULL, &verdict_msg);
+	verdict = selftest_judge(&res, NULL, NULL, &verdict_msg);
 	if (json) {
 		json_t *o = selftest_result_to_json(&res);
 
 		if (!o || json_object_set_new(o, "path", json_string(path)) < 0 ||
 		    json_object_set_new(o, "verdict", json_string(selftest_verdict_to_string(verdict))) < 0 ||
-		    json_dumpf(o, stdout, JSON_INDENT(2)) < 0) {
+		    json_dumpf(o, stdout, JSON_INDENT(2) | SELFTEST_JSON_REAL_PRECISION) < 0) {
 			json_decref(o);
 			fprintf(stderr, "nvmevol selftest: cannot write the JSON result\n");
 			return EXIT_FAILURE;

@@ -155,7 +155,7 @@ int selftest_policy_before_mount(Manager *m, Volume *v, PartitionFs *fs, char **
 
 	free(msg);
 	msg = NULL;
-	verdict = selftest_judge(&res, &v->opts.thresholds, &msg);
+	verdict = selftest_judge(&res, &v->opts.thresholds, NULL, &msg);
 
 	report = selftest_result_to_json(&res);
 	if (!report)

@@ -58,6 +58,7 @@ typedef struct SelftestResult {
 	double fdatasync_ms;         /* the fdatasync that ends the sequential write, included above */
 	uint64_t first_error_offset; /* file offset of the first bad 4 KiB unit; valid if verify_errors > 0 */
 	bool named_scratch;          /* O_TMPFILE was refused: a named, immediately unlinked file was used */
+	bool qd_threads;             /* no kernel AIO: the IOPS phases used one thread per outstanding I/O */
 } SelftestResult;
 
 /*
