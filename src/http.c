@@ -8,6 +8,7 @@
 
 #include "api.h"
 #include "http.h"
+#include "stats.h"
 #include "util/log.h"
 #include "util/macro.h"
 
@@ -115,6 +116,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		/* Refuse an announced oversize body before reading any of it. */
 		if (cl && strtoull(cl, NULL, 10) > API_BODY_MAX) {
 			req->too_big = true;
+			stats_request(api_endpoint_from_path(url), STATS_RESULT_REFUSED, 0);
 			api_error_response(413, "request body too large (limit 64 KiB)", &resp);
 			return send_response(conn, &resp);
 		}
@@ -143,8 +145,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		return MHD_YES;
 	}
 
-	if (req->too_big)
+	if (req->too_big) {
+		stats_request(api_endpoint_from_path(url), STATS_RESULT_REFUSED, 0);
 		api_error_response(413, "request body too large (limit 64 KiB)", &resp);
+	}
 	else
 		api_handle(s->manager, method, url, req->body ? req->body : "", req->len, &resp);
 	return send_response(conn, &resp);
