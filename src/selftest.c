@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <linux/aio_abi.h>
 #include <linux/magic.h>
 #include <math.h>
 #include <pthread.h>
@@ -16,7 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/aio_abi.h>
 #include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
@@ -704,7 +704,7 @@ static int phase_rand_aio(Run *run, bool write, unsigned depth, double weight, d
 	r = aio_submit_all(&q, depth);
 	if (r < 0) {
 		aio_queue_done(&q);
-		return run_fail(run, r, "cannot queue %s I/O: %s", phase, strerror(-r));
+		return run_fail(run, r, "cannot queue %s I/O: %s", phase, errno_str(r));
 	}
 
 	while (q.inflight > 0) {
@@ -717,7 +717,7 @@ static int phase_rand_aio(Run *run, bool write, unsigned depth, double weight, d
 		if (n < 0) {
 			r = negative_errno();
 			aio_queue_done(&q);
-			return run_fail(run, r, "I/O error during %s: waiting for completions: %s", phase, strerror(-r));
+			return run_fail(run, r, "I/O error during %s: waiting for completions: %s", phase, errno_str(r));
 		}
 		t1 = now_ns();
 		q.inflight -= (unsigned)n;

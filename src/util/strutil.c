@@ -267,6 +267,8 @@ int label_unescape(const char *esc, char *buf, size_t len)
 		return -ENAMETOOLONG;
 	buf[o] = '\0';
 	return 0;
+}
+
 char *crc_trailer_append(const char *body)
 {
 	char *out = NULL;
