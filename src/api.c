@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "api.h"
+#include "metrics.h"
 #include "stats.h"
 #include "volume.h"
 #include "util/errmsg.h"
@@ -325,5 +326,8 @@ void api_handle(Manager *m, const char *method, const char *path, const char *bo
 	stats_request(req.endpoint, r < 0 ? STATS_RESULT_ERROR : STATS_RESULT_OK, now_ns() - t0);
 	if (r < 0)
 		stats_error(stats_error_kind_from_errno(r));
+	else if (req.endpoint == API_CREATE || req.endpoint == API_REMOVE || req.endpoint == API_MOUNT ||
+		 req.endpoint == API_UNMOUNT)
+		metrics_notify();
 	api_request_done(&req);
 }

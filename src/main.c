@@ -14,6 +14,8 @@
 #include "config.h"
 #include "http.h"
 #include "manager.h"
+#include "metrics.h"
+#include "util/errmsg.h"
 #include "util/log.h"
 #include "util/macro.h"
 
@@ -28,11 +30,17 @@ static void usage(FILE *f)
 		"       nvmevol --version\n");
 }
 
+static int collect_metrics(void *userdata, MetricsSnapshot *ret)
+{
+	return manager_metrics_snapshot(userdata, ret);
+}
+
 static int run_daemon(void)
 {
 	Config *cfg = NULL;
 	Manager *m = NULL;
 	HttpServer *http = NULL;
+	MetricsWriter *metrics = NULL;
 	char *err = NULL;
 	sigset_t mask;
 	int sig, r;
@@ -67,6 +75,18 @@ static int run_daemon(void)
 		log_error("cannot start: %s", err ? err : strerror(-r));
 		goto out;
 	}
+	if (cfg->metrics_dir[0]) {
+		/* Metrics are an aid: without them the volumes are still served. */
+		r = metrics_writer_start(cfg->metrics_dir, (unsigned)cfg->metrics_interval_s, collect_metrics, m, &metrics,
+					 &err);
+		if (r < 0)
+			log_error("no metrics file (NVMEVOL_METRICS_DIR): %s", err ? err : errno_str(r));
+		else
+			log_info("metrics every %us and after each change in %s/%s", (unsigned)cfg->metrics_interval_s,
+				 cfg->metrics_dir, METRICS_FILE);
+		free(err);
+		err = NULL;
+	}
 	r = http_server_start(http, m);
 	if (r < 0) {
 		log_error_errno(r, "cannot start the HTTP server on %s", cfg->socket_path);
@@ -86,6 +106,8 @@ static int run_daemon(void)
 	r = 0;
 out:
 	http = http_server_free(http);
+	/* After the request threads (they notify it), before the manager (it reads it). */
+	metrics = metrics_writer_stop(metrics);
 	m = manager_free(m);
 	cfg = config_free(cfg);
 	free(err);

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -495,6 +496,14 @@ static void *writer_main(void *arg)
 	return NULL;
 }
 
+/* The writer metrics_notify() wakes: set while one runs (one per process: the daemon's). */
+static MetricsWriter *_Atomic running_writer;
+
+void metrics_notify(void)
+{
+	metrics_writer_notify(atomic_load(&running_writer));
+}
+
 void metrics_writer_notify(MetricsWriter *w)
 {
 	if (!w)
@@ -570,6 +579,7 @@ int metrics_writer_start(const char *dir, unsigned interval_s, MetricsCollect co
 		return errmsg_set(reterr_msg, r, "cannot start the metrics thread: %m");
 	}
 	w->started = true;
+	atomic_store(&running_writer, w);
 	*ret = w;
 	return 0;
 }
@@ -582,6 +592,11 @@ MetricsWriter *metrics_writer_stop(MetricsWriter *w)
 
 	if (!w)
 		return NULL;
+	{
+		MetricsWriter *expected = w;
+
+		(void)atomic_compare_exchange_strong(&running_writer, &expected, NULL);
+	}
 	pthread_mutex_lock(&w->lock);
 	w->stop = true;
 	pthread_cond_signal(&w->cond);

@@ -84,6 +84,8 @@ int metrics_writer_start(const char *dir, unsigned interval_s, MetricsCollect co
 			 MetricsWriter **ret, char **reterr_msg);
 /* After a change: the file is rewritten within METRICS_MIN_GAP_MS. Never blocks on I/O. NULL is fine. */
 void metrics_writer_notify(MetricsWriter *w);
+/* metrics_writer_notify() for the writer that runs in this process, if any: for code that has no handle. */
+void metrics_notify(void);
 /* Writes now, from the caller's thread; 0 or -errno. */
 int metrics_writer_write(MetricsWriter *w);
 /* Stops the thread and leaves a file saying nvmevol_up 0. NULL is fine. */

@@ -23,7 +23,7 @@ static const char *const error_table[_STATS_ERROR_MAX] = {
 	[STATS_ERROR_IO] = "io",
 	[STATS_ERROR_PARTITION_MISSING] = "partition_missing",
 	[STATS_ERROR_SELFTEST_DATA] = "selftest_data_error",
-	[STATS_ERROR_SELFTEST_REFUSED] = "selftest_refused",
+	[STATS_ERROR_POLICY_REFUSED] = "refused_by_policy",
 	[STATS_ERROR_HISTORY_WRITE] = "history_write",
 	[STATS_ERROR_METRICS_WRITE] = "metrics_write",
 	[STATS_ERROR_OTHER] = "other",
@@ -67,6 +67,10 @@ StatsErrorKind stats_error_kind_from_errno(int r)
 	case -ENODEV:
 	case -ENXIO:
 		return STATS_ERROR_PARTITION_MISSING;
+	case -EBADMSG:
+		return STATS_ERROR_SELFTEST_DATA;
+	case -EPERM:
+		return STATS_ERROR_POLICY_REFUSED;
 	default:
 		return STATS_ERROR_OTHER;
 	}

@@ -25,8 +25,8 @@ typedef enum StatsErrorKind {
 	STATS_ERROR_NO_SPACE,         /* ENOSPC, EDQUOT */
 	STATS_ERROR_IO,               /* EIO and other I/O failures */
 	STATS_ERROR_PARTITION_MISSING,/* ENODEV, ENXIO: the volume's partition is gone */
-	STATS_ERROR_SELFTEST_DATA,    /* the self-test read back wrong data */
-	STATS_ERROR_SELFTEST_REFUSED, /* a mount refused by selftest=enforce */
+	STATS_ERROR_SELFTEST_DATA,    /* the self-test read back wrong data (EBADMSG) */
+	STATS_ERROR_POLICY_REFUSED,   /* a mount refused by selftest=enforce (EPERM) */
 	STATS_ERROR_HISTORY_WRITE,    /* a partition's self-test history could not be saved */
 	STATS_ERROR_METRICS_WRITE,    /* the metrics file could not be written */
 	STATS_ERROR_OTHER,
