@@ -6,7 +6,7 @@
 #   quota suite in a qemu guest, the end-to-end suite against a real dockerd,
 #   registry and docker-compose, and a three-node Docker Swarm in network
 #   namespaces.
-# Usage: tests/run-all.sh [stage...]    stages: deps build unit asan fuzz reliability qemu e2e compose swarm
+# Usage: tests/run-all.sh [stage...]    stages: deps build unit asan fuzz reliability drift qemu e2e compose swarm
 # Ends with one line "N passed, N failed" summing every stage's tests.
 set -u
 cd "$(dirname "$0")/.."
@@ -83,7 +83,8 @@ stage_deps() {
 		libmicrohttpd-dev libjansson-dev libmount-dev libblkid-dev libcriterion-dev \
 		xfsprogs util-linux fdisk fio strace valgrind python3 curl jq \
 		qemu-system-x86 cpio kmod busybox-static \
-		docker.io docker-registry docker-compose debootstrap iproute2 >/dev/null || return 1
+		docker.io docker-registry docker-compose debootstrap iproute2 \
+		prometheus python3-prometheus-client gnuplot-nox >/dev/null || return 1
 	echo "1 passed, 0 failed"
 }
 
@@ -114,6 +115,8 @@ stage_asan() {
 
 stage_fuzz() { tests/fuzz/run.sh "${NVMEVOL_FUZZ_SECONDS:-30}"; }
 stage_reliability() { tests/reliability/run-all.sh; }
+# The self-test history's drift check: a throttled partition turns pass into below-baseline (about 10 s).
+stage_drift() { tests/drift/drift.sh; }
 # Both qemu suites; one "N passed, N failed" line for the stage.
 stage_qemu() {
 	local p=0 f=0 rc=0 out line
@@ -135,7 +138,7 @@ stage_compose() { tests/e2e/compose.sh; }
 stage_swarm() { tests/swarm/run.sh; }
 
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(deps build unit asan fuzz reliability qemu e2e compose swarm)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(deps build unit asan fuzz reliability drift qemu e2e compose swarm)
 T0=$(date +%s)
 for s in "${STAGES[@]}"; do
 	run_stage "$s" "stage_$s"
