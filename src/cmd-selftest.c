@@ -12,8 +12,11 @@
 #include <unistd.h>
 
 #include "cmd-selftest.h"
+#include "selftest-history.h"
 #include "selftest-report.h"
 #include "selftest.h"
+#include "util/errmsg.h"
+#include "util/fs-util.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -39,6 +42,9 @@ static void help(FILE *f)
 	      "  --size SIZE        write exactly SIZE sequentially (K, M, G suffixes;\n"
 	      "                     rounded up to 1 MiB), whatever the budget\n"
 	      "  --iodepth N        queue depth of the IOPS phases (default 16, max 256)\n"
+	      "  --history          measure nothing: print the self-test history that nvmevol\n"
+	      "                     keeps on the partition mounted at PATH (its baseline,\n"
+	      "                     every kept run with ratios to the baseline, the trend)\n"
 	      "  -h, --help         show this help\n"
 	      "\n"
 	      "Exit status: 0 pass, 1 data error or failure, 2 usage error.\n",
@@ -57,15 +63,68 @@ _printf_(1, 2) static int usage_error(const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
+/*
+ * Prints the history file of the partition mounted at @path (or of the
+ * nvmevol directory itself). Read-only: a damaged file is reported, never
+ * moved aside (the daemon does that).
+ */
+static int show_history(const char *path, bool json)
+{
+	_cleanup_close_ int fd = -EBADF, tree = -EBADF;
+	_cleanup_free_ SelftestHistory *h = calloc(1, sizeof(SelftestHistory));
+	_cleanup_free_ char *buf = NULL, *err = NULL;
+	size_t len = 0;
+	int r;
+
+	if (!h)
+		return EXIT_FAILURE;
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "nvmevol selftest: cannot open directory '%s': %m\n", path);
+		return EXIT_FAILURE;
+	}
+	tree = openat(fd, "nvmevol", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	r = read_file_at(tree >= 0 ? tree : fd, SELFTEST_HISTORY_FILE, SELFTEST_HISTORY_FILE_MAX, &buf, &len);
+	if (r == -ENOENT) {
+		fprintf(stderr, "nvmevol selftest: no self-test history in '%s' (nvmevol keeps it in <partition>/nvmevol/%s once a mount has measured the partition)\n",
+			path, SELFTEST_HISTORY_FILE);
+		return EXIT_FAILURE;
+	}
+	if (r < 0) {
+		fprintf(stderr, "nvmevol selftest: cannot read %s in '%s': %s\n", SELFTEST_HISTORY_FILE, path, errno_str(r));
+		return EXIT_FAILURE;
+	}
+	r = selftest_history_parse(buf, len, h, &err);
+	if (r < 0) {
+		fprintf(stderr, "nvmevol selftest: '%s': %s\n", path, err ? err : errno_str(r));
+		return EXIT_FAILURE;
+	}
+	if (json) {
+		/* The file's own JSON, without its CRC member. */
+		json_t *o = json_loadb(buf, len, 0, NULL);
+
+		json_object_del(o, "crc");
+		if (!o || json_dumpf(o, stdout, JSON_INDENT(2) | SELFTEST_JSON_REAL_PRECISION) < 0) {
+			json_decref(o);
+			return EXIT_FAILURE;
+		}
+		json_decref(o);
+		fputc('\n', stdout);
+	} else
+		selftest_history_print_table(stdout, h, path);
+	return fflush(stdout) == 0 ? 0 : EXIT_FAILURE;
+}
+
 int cmd_selftest(int argc, char **argv)
 {
-	enum { ARG_JSON = 0x100, ARG_SECONDS, ARG_BUDGET_MS, ARG_SIZE, ARG_IODEPTH };
+	enum { ARG_JSON = 0x100, ARG_SECONDS, ARG_BUDGET_MS, ARG_SIZE, ARG_IODEPTH, ARG_HISTORY };
 	static const struct option options[] = {
 		{ "json", no_argument, NULL, ARG_JSON },
 		{ "seconds", required_argument, NULL, ARG_SECONDS },
 		{ "budget-ms", required_argument, NULL, ARG_BUDGET_MS },
 		{ "size", required_argument, NULL, ARG_SIZE },
 		{ "iodepth", required_argument, NULL, ARG_IODEPTH },
+		{ "history", no_argument, NULL, ARG_HISTORY },
 		{ "help", no_argument, NULL, 'h' },
 		{}
 	};
@@ -73,7 +132,7 @@ int cmd_selftest(int argc, char **argv)
 	SelftestResult res = {};
 	_cleanup_free_ char *err = NULL, *verdict_msg = NULL;
 	_cleanup_close_ int dirfd = -EBADF;
-	bool json = false, has_seconds = false, has_budget = false;
+	bool json = false, has_seconds = false, has_budget = false, history = false;
 	SelftestVerdict verdict;
 	const char *path;
 	int c, r;
@@ -120,6 +179,9 @@ int cmd_selftest(int argc, char **argv)
 			cfg.iodepth = v;
 			break;
 		}
+		case ARG_HISTORY:
+			history = true;
+			break;
 		case 'h':
 			help(stdout);
 			return 0;
@@ -136,6 +198,9 @@ int cmd_selftest(int argc, char **argv)
 	if (optind != argc - 1)
 		return usage_error("%s", optind >= argc ? "missing PATH" : "too many arguments");
 	path = argv[optind];
+
+	if (history)
+		return show_history(path, json);
 
 	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0) {

@@ -175,15 +175,20 @@ int config_from_env(Config **ret, char **reterr_msg)
 			return errmsg_set(reterr_msg, -EINVAL, "%s: %s", ratio_keys[i][0], why ? why : "invalid value");
 	}
 
+	/* Unset or empty: beside the state (so the file follows it); "off": none. */
 	v = getenv("NVMEVOL_METRICS_DIR");
-	if (!v) {
+	if (!v || !*v) {
 		if (asprintf(&c->metrics_dir, "%s/metrics", c->state_dir) < 0) {
 			c->metrics_dir = NULL;
 			return -ENOMEM;
 		}
-	} else if (*v && v[0] != '/')
-		return errmsg_set(reterr_msg, -EINVAL, "NVMEVOL_METRICS_DIR='%s' must be an absolute path, or empty for no metrics file", v);
-	else if (!(c->metrics_dir = strdup(v)))
+	} else if (streq(v, "off"))
+		c->metrics_dir = strdup("");
+	else if (v[0] != '/')
+		return errmsg_set(reterr_msg, -EINVAL, "NVMEVOL_METRICS_DIR='%s' must be an absolute path, empty for <state dir>/metrics, or off", v);
+	else
+		c->metrics_dir = strdup(v);
+	if (!c->metrics_dir)
 		return -ENOMEM;
 	r = number("NVMEVOL_METRICS_INTERVAL_SECONDS", 15, 1, 3600, &c->metrics_interval_s, reterr_msg);
 	if (r < 0)

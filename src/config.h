@@ -28,7 +28,7 @@ typedef struct Config {
 	/* NVMEVOL_SELFTEST_MIN_WRITE_RATIO, ..._MIN_READ_RATIO, ..._MIN_IOPS_RATIO, ..._MAX_P99_RATIO:
 	 * pool-wide relative thresholds; a volume's own option of the same name wins. */
 	SelftestThresholds selftest_pool;
-	char *metrics_dir;               /* NVMEVOL_METRICS_DIR: "" = no metrics file; default <state_dir>/metrics */
+	char *metrics_dir;               /* NVMEVOL_METRICS_DIR: default (unset or "") <state_dir>/metrics; "off" gives "" = none */
 	uint64_t metrics_interval_s;     /* NVMEVOL_METRICS_INTERVAL_SECONDS */
 } Config;
 

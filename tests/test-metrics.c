@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "metrics.h"
 #include "prom.h"
 #include "stats.h"
@@ -310,4 +311,51 @@ Test(metrics, writer_writes_at_start_after_a_change_and_leaves_up_0_at_stop)
 	cr_expect_eq(system(cmd), 0, "only the .prom file is left");
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	(void)system(cmd);
+}
+
+Test(metrics, settings)
+{
+	Config *c = NULL;
+	char *err = NULL;
+
+	unsetenv("NVMEVOL_METRICS_DIR");
+	unsetenv("NVMEVOL_METRICS_INTERVAL_SECONDS");
+	unsetenv("NVMEVOL_SELFTEST_MIN_WRITE_RATIO");
+	setenv("NVMEVOL_STATE_DIR", "/srv/state", 1);
+	cr_assert_eq(config_from_env(&c, &err), 0, "%s", err);
+	cr_expect_str_eq(c->metrics_dir, "/srv/state/metrics");
+	cr_expect_eq(c->metrics_interval_s, 15);
+	cr_expect_eq(c->selftest_pool.min_write_ratio, 0);
+	c = config_free(c);
+
+	setenv("NVMEVOL_METRICS_DIR", "off", 1);
+	setenv("NVMEVOL_METRICS_INTERVAL_SECONDS", "1", 1);
+	setenv("NVMEVOL_SELFTEST_MIN_WRITE_RATIO", "0.7", 1);
+	setenv("NVMEVOL_SELFTEST_MAX_P99_RATIO", "", 1);
+	cr_assert_eq(config_from_env(&c, &err), 0, "%s", err);
+	cr_expect_str_eq(c->metrics_dir, "");
+	cr_expect_eq(c->metrics_interval_s, 1);
+	cr_expect_float_eq(c->selftest_pool.min_write_ratio, 0.7, 1e-12);
+	cr_expect_eq(c->selftest_pool.max_p99_ratio, 0, "empty is none");
+	c = config_free(c);
+
+	static const char *const bad[][3] = {
+		{ "NVMEVOL_METRICS_DIR", "relative/dir", "NVMEVOL_METRICS_DIR='relative/dir' must be an absolute path" },
+		{ "NVMEVOL_METRICS_INTERVAL_SECONDS", "0", "NVMEVOL_METRICS_INTERVAL_SECONDS" },
+		{ "NVMEVOL_SELFTEST_MIN_WRITE_RATIO", "70%", "NVMEVOL_SELFTEST_MIN_WRITE_RATIO: invalid value '70%'" },
+		{ "NVMEVOL_SELFTEST_MAX_P99_RATIO", "0.5", "NVMEVOL_SELFTEST_MAX_P99_RATIO" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		unsetenv("NVMEVOL_METRICS_DIR");
+		unsetenv("NVMEVOL_METRICS_INTERVAL_SECONDS");
+		unsetenv("NVMEVOL_SELFTEST_MIN_WRITE_RATIO");
+		unsetenv("NVMEVOL_SELFTEST_MAX_P99_RATIO");
+		setenv(bad[i][0], bad[i][1], 1);
+		cr_expect_eq(config_from_env(&c, &err), -EINVAL, "accepted %s=%s", bad[i][0], bad[i][1]);
+		cr_expect(err && strstr(err, bad[i][2]), "%s", err);
+		free(err);
+		err = NULL;
+	}
+	unsetenv(bad[3][0]);
+	unsetenv("NVMEVOL_STATE_DIR");
 }

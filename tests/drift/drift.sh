@@ -164,8 +164,14 @@ for _ in 1 2 3; do
 	[ "$LAST_VERDICT" = pass ] && [ -z "$PLOT" ] && break
 done
 check "unthrottled: pass again" 'awk -F"\t" -v a="$AFTER" "\$1 > a && \$6 == \"pass\"" "$RUNS" | grep -q .'
-check "history file on the partition" \
-	'[ -s "$WORK/parts/$(blkid -s UUID -o value "$LOOP")/nvmevol/selftest-history.json" ]'
+PART_MNT=$WORK/parts/$(blkid -s UUID -o value "$LOOP")
+check "history file on the partition" '[ -s "$PART_MNT/nvmevol/selftest-history.json" ]'
+echo "nvmevol selftest --history (the partition as the daemon mounted it):"
+"$BIN" selftest --history "$PART_MNT" | tee "$WORK/history.txt" | sed 's/^/  /'
+# The enforce volume's refused mount measured too: one more run than drift-warn's.
+check "history table: the baseline and every run" \
+	'grep -q "Baseline: median of 5 runs" "$WORK/history.txt" && [ "$(grep -c "Z  *[0-9]" "$WORK/history.txt")" -eq $((N + 1)) ]'
+check "history table: the throttled run is marked by its ratio" 'grep -q "(0\.[0-4][0-9])" "$WORK/history.txt"'
 
 [ -n "$DATA" ] && cp "$RUNS" "$DATA"
 if [ -n "$PLOT" ]; then
