@@ -48,7 +48,8 @@ static void start(Testbed *t, const char *const *env)
 		char cmd[400];
 
 		snprintf(cmd, sizeof(cmd), "tail -20 %s >&2", t->log);
-		(void)system(cmd);
+		if (system(cmd) != 0)
+			cr_log_warn("cannot show %s", t->log);
 		cr_assert_fail("daemon did not start (log above)");
 	}
 }

@@ -310,7 +310,7 @@ Test(metrics, writer_writes_at_start_after_a_change_and_leaves_up_0_at_stop)
 	snprintf(cmd, sizeof(cmd), "ls -A %s | grep -v '^%s$' && exit 1 || exit 0", sub, METRICS_FILE);
 	cr_expect_eq(system(cmd), 0, "only the .prom file is left");
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	(void)system(cmd);
+	cr_expect_eq(system(cmd), 0, "cannot remove %s", dir);
 }
 
 Test(metrics, settings)
