@@ -17,10 +17,11 @@
 #   rand_write_iops   4 KiB random overwrites, QD16      rw=randwrite bs=4k ioengine=libaio iodepth=16
 #   rand_read_iops    4 KiB random reads, QD16           rw=randread bs=4k ioengine=libaio iodepth=16
 #
-# Every fio job works on REGION = the self-test's scratch file size (measured
-# by a warm-up self-test; -r sets it), written once beforehand, so that, like
-# the self-test's, random writes are overwrites of written blocks and reads
-# return real data (not holes).
+# Every fio job works on REGION = the size of the scratch file of the latest
+# self-test (the size adapts to the budget and to the machine's load;
+# three warm-up runs give the first; -r fixes it), in a file written once
+# beforehand, so that, like the self-test's, random writes are overwrites of
+# written blocks and reads return real data (not holes).
 #
 # Usage: selftest-vs-fio.sh [-n RUNS] [-s FS_MIB] [-t FIO_SECONDS] [-d BACKING_DIR] [-b BUILD_DIR]
 #                           [-o OUT.md] [-B BUDGET_MS] [-r REGION_MIB] [-q psync] [-x LABEL=BINARY]...
@@ -120,11 +121,15 @@ FIO_FILE=$MNT/fio.dat
 REGION_MIB=$(for _ in 1 2 3; do "$NVMEVOL" selftest --json --budget-ms "$BUDGET_MS" "$MNT/selftest" | jq -r '(.file_bytes / 1048576 | ceil)'; done | sort -n | sed -n 2p)
 [ "$REGION_MIB" -ge 8 ] 2>/dev/null || REGION_MIB=64
 [[ -n $REGION_ARG ]] && REGION_MIB=$REGION_ARG
-echo "region: ${REGION_MIB} MiB" >&2
-fio --name=prep --filename="$FIO_FILE" --rw=write --bs=1M --direct=1 --size="${REGION_MIB}M" --output-format=json >/dev/null
+echo "first region: ${REGION_MIB} MiB" >&2
+# Larger than any scratch file the budget allows here (the self-test caps itself at half the free space).
+PREP_MIB=$((FS_MIB / 4))
+((PREP_MIB >= REGION_MIB)) || PREP_MIB=$REGION_MIB
+fio --name=prep --filename="$FIO_FILE" --rw=write --bs=1M --direct=1 --size="${PREP_MIB}M" --output-format=json >/dev/null
+REGIONS=()
 
 FIO_COMMON=(--direct=1 --output-format=json)
-FIO_TB=(--time_based --runtime="$FIO_SECONDS" --size="${REGION_MIB}M" --filename="$FIO_FILE")
+fio_tb() { FIO_TB=(--time_based --runtime="$FIO_SECONDS" --size="${REGION_MIB}M" --filename="$FIO_FILE"); }
 if [[ $QD_ENGINE == libaio ]]; then
 	FIO_QD=(--ioengine=libaio --iodepth=16)
 else
@@ -146,6 +151,11 @@ run_selftest() {
 	local label=$1 bin=$2 j
 	settle
 	j=$("$bin" selftest --json --budget-ms "$BUDGET_MS" "$MNT/selftest")
+	# fio follows the region of the self-test under test (the first column), unless -r fixed it.
+	if [[ $label == self-test && -z $REGION_ARG ]]; then
+		REGION_MIB=$(jq -r '(.file_bytes / 1048576 | ceil)' <<<"$j")
+		((REGION_MIB <= PREP_MIB)) || REGION_MIB=$PREP_MIB
+	fi
 	for f in seq_write_mbps seq_read_mbps write_p50_ms write_p99_ms read_p50_ms read_p99_ms \
 		rand_write_iops rand_read_iops duration_ms file_bytes; do
 		record "$label" $f "$(jq -r .$f <<<"$j")"
@@ -154,6 +164,8 @@ run_selftest() {
 
 run_fio() {
 	local j
+	fio_tb
+	REGIONS+=("$REGION_MIB")
 	rm -f "$MNT/fio.seq"
 	settle
 	j=$(fio --name=seqwrite --filename="$MNT/fio.seq" --rw=write --bs=1M --size="${REGION_MIB}M" --end_fsync=1 --ioengine=psync "${FIO_COMMON[@]}")
@@ -191,7 +203,7 @@ done
 LOADS+=("$(cut -d' ' -f1 /proc/loadavg)")
 
 LABELS=$(printf '%s\n' "${TOOLS[@]}" | cut -d= -f1 | paste -sd,)
-TABLE=$(python3 - "$RAW" "$RUNS" "$FS_MIB" "$BACKING_DIR" "$FIO_SECONDS" "$BUDGET_MS" "$QD_ENGINE" "$REGION_MIB" "$LABELS" "${LOADS[*]}" <<'EOF'
+TABLE=$(python3 - "$RAW" "$RUNS" "$FS_MIB" "$BACKING_DIR" "$FIO_SECONDS" "$BUDGET_MS" "$QD_ENGINE" "${REGIONS[*]}" "$LABELS" "${LOADS[*]}" <<'EOF'
 import os, statistics, sys
 raw, runs, fs_mib, backing, fio_s, budget, engine, region, labels, loads = sys.argv[1:]
 labels = labels.split(",")
@@ -213,7 +225,8 @@ qd = "libaio iodepth=16" if engine == "libaio" else "psync numjobs=16"
 print(f"Machine: {os.cpu_count()} CPUs, kernel {os.uname().release}; load average (1 min) at the start of each "
       f"round {', '.join(f'{x:.2f}' for x in loads[:-1])}, at the end {loads[-1]:.2f} (other work on the machine skews both tools).\n")
 print(f"Loop-backed XFS ({fs_mib} MiB image in {backing}, loop direct-io=on), {runs} alternating rounds, medians; "
-      f"self-test budget {budget} ms; fio time-based jobs {fio_s} s on a {region} MiB region, QD16 as {qd}.\n")
+      f"self-test budget {budget} ms; fio time-based jobs {fio_s} s on the region of the latest self-test "
+      f"({', '.join(region.split())} MiB), QD16 as {qd}.\n")
 head = "| figure | fio |" + "".join(f" {l} | {l}/fio |" for l in labels) + " fio min..max |" + "".join(f" {l} min..max |" for l in labels)
 print(head)
 print("|---|" + "---:|" * (1 + 2 * len(labels)) + "---:|" * (1 + len(labels)))
