@@ -179,17 +179,18 @@ if [ -n "$PLOT" ]; then
 		gnuplot <<-EOF
 		set terminal pngcairo size 900,460
 		set output "$PLOT"
-		set title "Drift test: the partition throttled with cgroup blkio write\\\\_bps (labels: the limit), a fresh self-test on each mount"
+		set title "Drift test: cgroup blkio write\\\\_bps on the partition (labels: the limit)"
 		set xlabel "mount (fresh 300 ms self-test)"
 		set ylabel "sequential write, MiB/s"
 		set yrange [0:*]
-		set key top right
+		set key top left box opaque
 		set grid ytics
 		base = $BASE
 		set arrow from graph 0, first base to graph 1, first base nohead dt 2 lc rgb "#555555"
 		set arrow from graph 0, first $RATIO*base to graph 1, first $RATIO*base nohead dt 3 lc rgb "#cc0000"
-		set label "baseline (median of the first 5 runs)" at graph 0.02, first base*1.04
-		set label "min\\\\_write\\\\_ratio = $RATIO" at graph 0.02, first $RATIO*base*1.06 tc rgb "#cc0000"
+		set label "baseline (median of the first 5 runs)" at graph 0.98, first base*1.04 right
+		set label "min\\\\_write\\\\_ratio = $RATIO" at graph 0.98, first $RATIO*base*1.06 right tc rgb "#cc0000"
+		set offsets 0.5, 0.5, 0, 0
 		plot "$RUNS" using 1:(strcol(6) eq "pass" ? \$3 : 1/0) with points pt 7 ps 1.6 lc rgb "#2a9d2a" title "pass", \
 		     "$RUNS" using 1:(strcol(6) eq "below-baseline" ? \$3 : 1/0) with points pt 9 ps 1.8 lc rgb "#cc0000" title "below-baseline", \
 		     "$RUNS" using 1:3:(strcol(2) eq "none" ? "" : strcol(2)) with labels offset 0,1.2 font ",8" notitle
