@@ -68,8 +68,13 @@ static SelftestState *state_get(Partition *part)
 	return st;
 }
 
-/* Reads the partition's history once (it travels with the disk); a damaged file is kept aside and a new one begun. */
-static void history_ensure_loaded(SelftestState *st, PartitionFs *fs, const char *pname)
+/*
+ * Reads the partition's history once (it travels with the disk); a damaged
+ * file is kept aside and a new one begun. Its last run stands for the last
+ * self-test until this daemon runs one (the metrics show it after a restart),
+ * judged against the pool-wide thresholds @pool.
+ */
+static void history_ensure_loaded(SelftestState *st, PartitionFs *fs, const char *pname, const SelftestThresholds *pool)
 {
 	_cleanup_free_ SelftestHistory *h = NULL;
 	_cleanup_free_ char *msg = NULL;
@@ -95,6 +100,15 @@ static void history_ensure_loaded(SelftestState *st, PartitionFs *fs, const char
 	if (!st->history_loaded) {
 		st->history = *h;
 		st->history_loaded = true;
+		if (!st->has_last && h->n > 0) {
+			const SelftestRun *run = &h->runs[h->n - 1];
+
+			st->has_last = true;
+			st->last = run->fig;
+			st->last_at = run->at;
+			st->last_verdict = selftest_judge(&run->fig, pool,
+							  selftest_history_baseline_for(h, run->budget_ms, run->fig.iodepth), NULL);
+		}
 	}
 	pthread_mutex_unlock(&st->lock);
 }
@@ -248,7 +262,7 @@ int selftest_policy_before_mount(Manager *m, Volume *v, PartitionFs *fs, char **
 	hist = malloc(sizeof(*hist));
 	if (!st || !hist)
 		return errmsg_set(reterr_msg, -ENOMEM, "out of memory");
-	history_ensure_loaded(st, fs, pname);
+	history_ensure_loaded(st, fs, pname, &m->cfg->selftest_pool);
 
 	/* One run per partition: a second Mount waits here, then reuses the fresh result. */
 	pthread_mutex_lock(&part->selftest_lock);
@@ -365,7 +379,7 @@ int selftest_policy_metrics(Manager *m, Partition *part, MetricsPartition *ret)
 			return 0;
 		st = state_get(part);
 		if (st)
-			history_ensure_loaded(st, fs, part->uuid);
+			history_ensure_loaded(st, fs, part->uuid, &m->cfg->selftest_pool);
 		partition_fs_put(fs);
 		if (!st)
 			return -ENOMEM;

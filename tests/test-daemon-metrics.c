@@ -286,6 +286,16 @@ Test(metrics_daemon, history_survives_restart_and_moves_with_the_disk)
 	/* A restart of the same daemon: the history and its baseline are read back from the disk. */
 	cr_assert_eq(testbed_stop(&tb, SIGTERM), 0);
 	start(&tb, fast_env);
+	/* Before any mount: the metrics show the partition's last run and baseline from its history. */
+	free(wait_for(&tb, "nvmevol_partition_selftest_baseline_established{"));
+	{
+		char *text = wait_for(&tb, "nvmevol_partition_selftest_timestamp_seconds{");
+
+		cr_expect(strstr(text, "nvmevol_partition_selftest_runs_total{") &&
+				  strstr(text, "nvmevol_partition_selftest_verdict{"),
+			  "%s", text);
+		free(text);
+	}
 	h = mount_and_history(&tb, "hv", 10);
 	cr_assert_not_null(h, "%s", rep.body);
 	cr_expect_eq(json_integer_value(json_object_get(h, "runs")), 6, "%s", rep.body);
