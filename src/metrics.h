@@ -28,7 +28,7 @@ typedef struct MetricsPartition {
 	bool has_space;
 	uint64_t size_bytes, free_bytes, inodes, inodes_free;
 	unsigned volumes;
-	bool has_selftest;               /* a run since this daemon started (or cached) */
+	bool has_selftest;               /* a run of this daemon, or the last run of the history */
 	SelftestResult selftest;
 	int64_t selftest_at;             /* unix seconds */
 	SelftestVerdict verdict;         /* the partition against the pool-wide thresholds */
