@@ -25,7 +25,8 @@
 #
 # Usage: selftest-vs-fio.sh [-n RUNS] [-s FS_MIB] [-t FIO_SECONDS] [-d BACKING_DIR] [-b BUILD_DIR]
 #                           [-o OUT.md] [-B BUDGET_MS] [-r REGION_MIB] [-q psync] [-x LABEL=BINARY]...
-#   -n RUNS         rounds (default 7, at least 5 recommended)
+#   -n RUNS         rounds (default 7; a multiple of the number of orders of the tools,
+#                   2 for self-test and fio, 6 with one -x, balances them)
 #   -s FS_MIB       size of the loop-backed XFS (default 1024, 256..4096)
 #   -t FIO_SECONDS  runtime of each time-based fio job (default 2)
 #   -d BACKING_DIR  where the image file lives (default /var/tmp; /dev/shm takes the host disk out)
@@ -191,13 +192,15 @@ run_one() {
 }
 
 ORDER=("${TOOLS[@]}" fio)
+# Every order of the tools in turn (all permutations): each tool goes first and
+# last, and follows every other tool, equally often. (Rotating one order would
+# always put the same tool right after fio's 2 s of random I/O.)
+mapfile -t PERMS < <(python3 -c 'import itertools, sys; [print(*p) for p in itertools.permutations(range(int(sys.argv[1])))]' "${#ORDER[@]}")
 for ((i = 1; i <= RUNS; i++)); do
 	LOADS+=("$(cut -d' ' -f1 /proc/loadavg)")
-	echo "round $i/$RUNS (load ${LOADS[-1]})" >&2
-	# Every tool goes first, last and in between in turn.
-	n=${#ORDER[@]}
-	for ((k = 0; k < n; k++)); do
-		run_one "${ORDER[$(((k + i) % n))]}"
+	echo "round $i/$RUNS (load ${LOADS[-1]}; order: ${PERMS[$(((i - 1) % ${#PERMS[@]}))]})" >&2
+	for k in ${PERMS[$(((i - 1) % ${#PERMS[@]}))]}; do
+		run_one "${ORDER[$k]}"
 	done
 done
 LOADS+=("$(cut -d' ' -f1 /proc/loadavg)")
