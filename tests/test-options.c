@@ -149,6 +149,8 @@ Test(options, node_is_a_host_name_in_lower_case)
 	long_name[65] = '\0';
 	snprintf(json, sizeof(json), "{\"node\":\"%s\"}", long_name);
 	cr_expect_lt(parse(json, &a, NULL), 0, "65 characters are not");
+}
+
 Test(options, relative_thresholds_parse_range_and_canonical_form)
 {
 	static const char *const bad[][2] = {
