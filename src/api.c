@@ -2,8 +2,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api.h"
+#include "metrics.h"
+#include "stats.h"
 #include "volume.h"
 #include "util/errmsg.h"
 #include "util/log.h"
@@ -135,9 +138,18 @@ fail:
 	return r;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	(void)clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static char *dump(json_t *j)
 {
-	char *s = json_dumps(j, JSON_COMPACT);
+	/* Every real in a reply is a rounded decimal (figures, thresholds): 15 digits print it as rounded. */
+	char *s = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15));
 	json_decref(j);
 	return s;
 }
@@ -223,7 +235,8 @@ static void list_reply(Manager *m, ApiResponse *ret)
 	ret->body = body;
 }
 
-static void dispatch(Manager *m, ApiRequest *req, ApiResponse *ret)
+/* Answers @req; returns 0, or the -errno of a failed operation (already in @ret as an Err). */
+static int dispatch(Manager *m, ApiRequest *req, ApiResponse *ret)
 {
 	_cleanup_free_ char *err = NULL, *mp = NULL;
 	json_t *j = NULL;
@@ -232,16 +245,16 @@ static void dispatch(Manager *m, ApiRequest *req, ApiResponse *ret)
 	switch (req->endpoint) {
 	case API_ACTIVATE:
 		reply(json_pack("{s:[s]}", "Implements", "VolumeDriver"), ret);
-		return;
+		return 0;
 	case API_CAPABILITIES:
 		reply(json_pack("{s:{s:s}}", "Capabilities", "Scope", "local"), ret);
-		return;
+		return 0;
 	default:
 		break;
 	}
 	if (!m) {
 		api_error_response(503, "nvmevol is starting; try again", ret);
-		return;
+		return -EAGAIN;
 	}
 	switch (req->endpoint) {
 	case API_CREATE:
@@ -278,7 +291,7 @@ static void dispatch(Manager *m, ApiRequest *req, ApiResponse *ret)
 	}
 	case API_LIST:
 		list_reply(m, ret);
-		return;
+		return ret->status == 200 ? 0 : -ENOMEM;
 	default:
 		r = -EINVAL;
 	}
@@ -287,9 +300,10 @@ static void dispatch(Manager *m, ApiRequest *req, ApiResponse *ret)
 			log_warning("%s %s: %s", api_endpoint_to_path(req->endpoint), req->name ? req->name : "",
 				    err ? err : errno_str(r));
 		api_error_response(500, err ? err : errno_str(r), ret);
-		return;
+		return r;
 	}
 	reply(j, ret);
+	return ret->status == 200 ? 0 : -ENOMEM;
 }
 
 void api_handle(Manager *m, const char *method, const char *path, const char *body, size_t len,
@@ -298,13 +312,23 @@ void api_handle(Manager *m, const char *method, const char *path, const char *bo
 	_cleanup_free_ char *err = NULL;
 	ApiRequest req = { 0 };
 	unsigned status = 400;
+	uint64_t t0 = now_ns();
+	int r;
 
 	if (api_request_parse(method, path, body, len, &req, &status, &err) < 0) {
 		log_debug("refused %s %.64s: %s", method ? method : "?", path ? path : "?", err ? err : "?");
 		api_error_response(status, err, ret);
+		stats_request(api_endpoint_from_path(path), STATS_RESULT_REFUSED, now_ns() - t0);
+		stats_error(STATS_ERROR_INVALID);
 		return;
 	}
-	dispatch(m, &req, ret);
+	r = dispatch(m, &req, ret);
+	stats_request(req.endpoint, r < 0 ? STATS_RESULT_ERROR : STATS_RESULT_OK, now_ns() - t0);
+	if (r < 0)
+		stats_error(stats_error_kind_from_errno(r));
+	else if (req.endpoint == API_CREATE || req.endpoint == API_REMOVE || req.endpoint == API_MOUNT ||
+		 req.endpoint == API_UNMOUNT)
+		metrics_notify();
 	api_request_done(&req);
 }
 

@@ -47,9 +47,13 @@ static const CliCommand commands[] = {
 	  "  --size SIZE        write exactly SIZE sequentially (K, M, G suffixes;\n"
 	  "                     rounded up to 1 MiB), whatever the budget\n"
 	  "  --iodepth N        queue depth of the IOPS phases (default 16, max 256)\n"
+	  "  --history          measure nothing: print the self-test history that nvmevol\n"
+	  "                     keeps on the partition mounted at PATH (its baseline,\n"
+	  "                     every kept run with ratios to the baseline, the trend)\n"
 	  "  -h, --help         show this help\n"
 	  "\nExit status: 0 pass, 1 data error or failure, 2 usage error.\n",
-	  CLI_OPT_JSON | CLI_OPT_SECONDS | CLI_OPT_BUDGET_MS | CLI_OPT_SIZE | CLI_OPT_IODEPTH, 1, 1, cmd_selftest },
+	  CLI_OPT_JSON | CLI_OPT_SECONDS | CLI_OPT_BUDGET_MS | CLI_OPT_SIZE | CLI_OPT_IODEPTH | CLI_OPT_HISTORY, 1, 1,
+	  cmd_selftest },
 	{ "devices", "[OPTIONS]",
 	  "Lists the partitions nvmevol would put in its pool (XFS labels starting with\n"
 	  "the prefix, and NVMEVOL_DEVICES), with the facts of the device under each\n"

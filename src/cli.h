@@ -27,6 +27,7 @@ typedef enum CliOption {
 	CLI_OPT_DEVICES = 1u << 10,
 	CLI_OPT_REQUIRE_NVME = 1u << 11,
 	CLI_OPT_HEALTH = 1u << 12,
+	CLI_OPT_HISTORY = 1u << 13,
 	/* Every command that talks to the plugin takes these. */
 	CLI_OPTS_TARGET = CLI_OPT_JSON | CLI_OPT_PLUGIN | CLI_OPT_SOCKET,
 } CliOption;

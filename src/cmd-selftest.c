@@ -12,13 +12,68 @@
 
 #include "cli.h"
 #include "cmd-selftest.h"
+#include "selftest-history.h"
 #include "selftest-report.h"
 #include "selftest.h"
+#include "util/errmsg.h"
+#include "util/fs-util.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
 /* An hour: beyond that a typo is more likely than a wish. */
 #define BUDGET_MS_MAX (3600u * 1000u)
+
+/*
+ * Prints the history file of the partition mounted at @path (or of the
+ * nvmevol directory itself). Read-only: a damaged file is reported, never
+ * moved aside (the daemon does that).
+ */
+static int show_history(const char *path, bool json)
+{
+	_cleanup_close_ int fd = -EBADF, tree = -EBADF;
+	_cleanup_free_ SelftestHistory *h = calloc(1, sizeof(SelftestHistory));
+	_cleanup_free_ char *buf = NULL, *err = NULL;
+	size_t len = 0;
+	int r;
+
+	if (!h)
+		return EXIT_FAILURE;
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "nvmevol selftest: cannot open directory '%s': %m\n", path);
+		return EXIT_FAILURE;
+	}
+	tree = openat(fd, "nvmevol", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	r = read_file_at(tree >= 0 ? tree : fd, SELFTEST_HISTORY_FILE, SELFTEST_HISTORY_FILE_MAX, &buf, &len);
+	if (r == -ENOENT) {
+		fprintf(stderr, "nvmevol selftest: no self-test history in '%s' (nvmevol keeps it in <partition>/nvmevol/%s once a mount has measured the partition)\n",
+			path, SELFTEST_HISTORY_FILE);
+		return EXIT_FAILURE;
+	}
+	if (r < 0) {
+		fprintf(stderr, "nvmevol selftest: cannot read %s in '%s': %s\n", SELFTEST_HISTORY_FILE, path, errno_str(r));
+		return EXIT_FAILURE;
+	}
+	r = selftest_history_parse(buf, len, h, &err);
+	if (r < 0) {
+		fprintf(stderr, "nvmevol selftest: '%s': %s\n", path, err ? err : errno_str(r));
+		return EXIT_FAILURE;
+	}
+	if (json) {
+		/* The file's own JSON, without its CRC member. */
+		json_t *o = json_loadb(buf, len, 0, NULL);
+
+		json_object_del(o, "crc");
+		if (!o || json_dumpf(o, stdout, JSON_INDENT(2) | SELFTEST_JSON_REAL_PRECISION) < 0) {
+			json_decref(o);
+			return EXIT_FAILURE;
+		}
+		json_decref(o);
+		fputc('\n', stdout);
+	} else
+		selftest_history_print_table(stdout, h, path);
+	return fflush(stdout) == 0 ? 0 : EXIT_FAILURE;
+}
 
 int cmd_selftest(const CliArgs *a, char **args, int n)
 {
@@ -31,6 +86,12 @@ int cmd_selftest(const CliArgs *a, char **args, int n)
 	SelftestVerdict verdict;
 	const char *path = args[0];
 	int r;
+
+	if (a->given & CLI_OPT_HISTORY) {
+		if (a->given & (CLI_OPT_SECONDS | CLI_OPT_BUDGET_MS | CLI_OPT_SIZE | CLI_OPT_IODEPTH))
+			return cli_usage_error(a, "--history measures nothing: it takes no --seconds, --budget-ms, --size or --iodepth");
+		return show_history(path, json);
+	}
 
 	if (has_seconds) {
 		double s;
@@ -66,7 +127,7 @@ int cmd_selftest(const CliArgs *a, char **args, int n)
 
 	dirfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0) {
-		fprintf(stderr, "nvmevol selftest: cannot open directory '%s': %s\n", path, strerror(errno));
+		fprintf(stderr, "nvmevol selftest: cannot open directory '%s': %s\n", path, errno_str(errno));
 		return EXIT_FAILURE;
 	}
 	/* Only names the engine itself makes; anything else in PATH is left alone. */
@@ -74,17 +135,17 @@ int cmd_selftest(const CliArgs *a, char **args, int n)
 
 	r = selftest_run(dirfd, &cfg, &res, &err);
 	if (r < 0) {
-		fprintf(stderr, "nvmevol selftest: '%s': %s\n", path, err ? err : strerror(-r));
+		fprintf(stderr, "nvmevol selftest: '%s': %s\n", path, err ? err : errno_str(r));
 		return EXIT_FAILURE;
 	}
 
-	verdict = selftest_judge(&res, NULL, &verdict_msg);
+	verdict = selftest_judge(&res, NULL, NULL, &verdict_msg);
 	if (json) {
 		json_t *o = selftest_result_to_json(&res);
 
 		if (!o || json_object_set_new(o, "path", json_string(path)) < 0 ||
 		    json_object_set_new(o, "verdict", json_string(selftest_verdict_to_string(verdict))) < 0 ||
-		    json_dumpf(o, stdout, JSON_INDENT(2)) < 0) {
+		    json_dumpf(o, stdout, JSON_INDENT(2) | SELFTEST_JSON_REAL_PRECISION) < 0) {
 			json_decref(o);
 			fprintf(stderr, "nvmevol selftest: cannot write the JSON result\n");
 			return EXIT_FAILURE;
@@ -94,7 +155,7 @@ int cmd_selftest(const CliArgs *a, char **args, int n)
 	} else
 		selftest_print_table(stdout, &res, path);
 	if (fflush(stdout) != 0) {
-		fprintf(stderr, "nvmevol selftest: cannot write the result: %s\n", strerror(errno));
+		fprintf(stderr, "nvmevol selftest: cannot write the result: %s\n", errno_str(errno));
 		return EXIT_FAILURE;
 	}
 

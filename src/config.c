@@ -21,6 +21,7 @@ Config *config_free(Config *c)
 	free(c->propagated_mount);
 	free(c->partition_root);
 	free(c->label_prefix);
+	free(c->metrics_dir);
 	for (size_t i = 0; i < c->n_devices; i++)
 		free(c->devices[i]);
 	free(c->devices);
@@ -189,6 +190,40 @@ int config_from_env(Config **ret, char **reterr_msg)
 	if (c->health < 0)
 		return errmsg_set(reterr_msg, -EINVAL, "NVMEVOL_HEALTH='%s' must be off, warn or enforce",
 				  env_or("NVMEVOL_HEALTH", ""));
+
+	/* The pool-wide relative thresholds: the volume options' parser, under the setting's name. */
+	static const char *const ratio_keys[][2] = {
+		{ "NVMEVOL_SELFTEST_MIN_WRITE_RATIO", "min_write_ratio" },
+		{ "NVMEVOL_SELFTEST_MIN_READ_RATIO", "min_read_ratio" },
+		{ "NVMEVOL_SELFTEST_MIN_IOPS_RATIO", "min_iops_ratio" },
+		{ "NVMEVOL_SELFTEST_MAX_P99_RATIO", "max_p99_ratio" },
+	};
+	for (size_t i = 0; i < ELEMENTSOF(ratio_keys); i++) {
+		_cleanup_free_ char *why = NULL;
+
+		v = getenv(ratio_keys[i][0]);
+		if (!v || !*v)
+			continue;
+		r = selftest_threshold_parse(ratio_keys[i][1], v, &c->selftest_pool, &why);
+		if (r < 0)
+			return errmsg_set(reterr_msg, -EINVAL, "%s: %s", ratio_keys[i][0], why ? why : "invalid value");
+	}
+
+	/* Unset or empty: beside the state (so the file follows it); "off": none. */
+	v = getenv("NVMEVOL_METRICS_DIR");
+	if (!v || !*v)
+		c->metrics_dir = NULL; /* statedir_resolve() puts it beside the state, once that is known */
+	else if (streq(v, "off"))
+		c->metrics_dir = strdup("");
+	else if (v[0] != '/')
+		return errmsg_set(reterr_msg, -EINVAL, "NVMEVOL_METRICS_DIR='%s' must be an absolute path, empty for <state dir>/metrics, or off", v);
+	else
+		c->metrics_dir = strdup(v);
+	if (v && *v && !c->metrics_dir)
+		return -ENOMEM;
+	r = number("NVMEVOL_METRICS_INTERVAL_SECONDS", 15, 1, 3600, &c->metrics_interval_s, reterr_msg);
+	if (r < 0)
+		return r;
 
 	*ret = TAKE_PTR(c);
 	return 0;

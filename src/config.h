@@ -40,6 +40,11 @@ typedef struct Config {
 	DevicePolicyMode require_nvme;   /* NVMEVOL_REQUIRE_NVME */
 	DevicePolicyMode health;         /* NVMEVOL_HEALTH */
 	uint64_t health_cache_seconds;   /* NVMEVOL_HEALTH_CACHE_SECONDS */
+	/* NVMEVOL_SELFTEST_MIN_WRITE_RATIO, ..._MIN_READ_RATIO, ..._MIN_IOPS_RATIO, ..._MAX_P99_RATIO:
+	 * pool-wide relative thresholds; a volume's own option of the same name wins. */
+	SelftestThresholds selftest_pool;
+	char *metrics_dir;               /* NVMEVOL_METRICS_DIR: default (unset or "") <state_dir>/metrics, set by statedir_resolve(); "off" gives "" = none */
+	uint64_t metrics_interval_s;     /* NVMEVOL_METRICS_INTERVAL_SECONDS */
 } Config;
 
 /* Reads the environment. On a bad value returns -EINVAL and a message naming the variable. */

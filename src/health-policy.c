@@ -248,3 +248,16 @@ void health_policy_add_status(Manager *m, Partition *part, const VolumeOptions *
 	evaluate(m, &info, &dev, &h, have_h, o, &d);
 	json_object_set_new(partition, "policy", device_decision_to_json(&d));
 }
+
+int health_policy_metric(Manager *m, Partition *part)
+{
+	PartitionDevice dev;
+	HealthCache h;
+	bool cached;
+
+	partition_device_snapshot(m->pool, part, &dev);
+	/* The last reading only: the metrics never issue the ioctl. */
+	if (!get_health(m, part, &dev, UINT64_MAX, false, &h, &cached) || !h.ok)
+		return -1;
+	return nvme_health_judge(&h.health, NULL, 0) == NVME_HEALTH_OK ? 1 : 0;
+}

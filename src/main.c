@@ -16,6 +16,7 @@
 #include "config.h"
 #include "http.h"
 #include "manager.h"
+#include "metrics.h"
 #include "statedir.h"
 #include "util/errmsg.h"
 #include "util/log.h"
@@ -25,12 +26,18 @@
 /* Admin commands come one at a time from root on the host; a few spare connections suffice. */
 #define ADMIN_CONNECTIONS_MAX 16
 
+static int collect_metrics(void *userdata, MetricsSnapshot *ret)
+{
+	return manager_metrics_snapshot(userdata, ret);
+}
+
 static int run_daemon(void)
 {
 	Config *cfg = NULL;
 	Manager *m = NULL;
 	HttpServer *http = NULL, *admin_http = NULL;
 	Admin admin = { 0 };
+	MetricsWriter *metrics = NULL;
 	char *err = NULL;
 	sigset_t mask;
 	int sig, r;
@@ -73,6 +80,18 @@ static int run_daemon(void)
 		log_error("cannot start: %s", err ? err : errno_str(r));
 		goto out;
 	}
+	if (cfg->metrics_dir[0]) {
+		/* Metrics are an aid: without them the volumes are still served. */
+		r = metrics_writer_start(cfg->metrics_dir, (unsigned)cfg->metrics_interval_s, collect_metrics, m, &metrics,
+					 &err);
+		if (r < 0)
+			log_error("no metrics file (NVMEVOL_METRICS_DIR): %s", err ? err : errno_str(r));
+		else
+			log_info("metrics every %us and after each change in %s/%s", (unsigned)cfg->metrics_interval_s,
+				 cfg->metrics_dir, METRICS_FILE);
+		free(err);
+		err = NULL;
+	}
 	r = http_server_start(http, api_http_handler, m, API_CONNECTIONS_MAX);
 	if (r < 0) {
 		log_error_errno(r, "cannot start the HTTP server on %s", cfg->socket_path);
@@ -100,6 +119,8 @@ static int run_daemon(void)
 out:
 	admin_http = http_server_free(admin_http);
 	http = http_server_free(http);
+	/* After the request threads (they notify it), before the manager (it reads it). */
+	metrics = metrics_writer_stop(metrics);
 	m = manager_free(m);
 	cfg = config_free(cfg);
 	free(err);

@@ -51,12 +51,16 @@ int manager_refresh_index_only(Manager *m, Volume *v, PartitionFs *fs);
 
 /* status.c: the Volume object of Get, Status included. */
 json_t *manager_volume_json(Manager *m, Volume *v);
+/* status.c: "ready", "mounted", "partition-missing" or "record-unreadable" (static strings; registry lock held). */
+const char *manager_volume_condition(const Volume *v, const PartitionInfo *info);
 
 /* health-policy.c: NVMe health (cached per partition) and the device policy at Mount, Create and in Status. */
 int health_policy_before_mount(Manager *m, Volume *v, char **reterr_msg);
 int health_policy_check_create(Manager *m, Partition *part, const char *name, const VolumeOptions *o, char **reterr_msg);
 /* Reads stale health readings of present NVMe partitions and updates their placement rank. */
 void health_policy_refresh_all(Manager *m);
+/* For the metrics: 1 when the last NVMe health reading is OK, 0 when it warns, -1 when none is known. */
+int health_policy_metric(Manager *m, Partition *part);
 /* Adds "device", "xfs", "health" (last reading, never a new one) and "policy" to a partition's Status object. */
 void health_policy_add_status(Manager *m, Partition *part, const VolumeOptions *o, json_t *partition);
 
@@ -65,3 +69,6 @@ int selftest_policy_before_mount(Manager *m, Volume *v, PartitionFs *fs, char **
 void selftest_policy_clean_scratch(PartitionFs *fs, const char *partition_uuid);
 /* The partition's cached self-test result (figures, tested_at, age), {"running":true}, or NULL if never measured. */
 json_t *selftest_policy_partition_json(Partition *part);
+/* The partition's last run, its verdict against the pool-wide thresholds and a copy of its history (loaded if need be). */
+struct MetricsPartition;
+int selftest_policy_metrics(Manager *m, Partition *part, struct MetricsPartition *ret);

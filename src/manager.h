@@ -45,6 +45,10 @@ int manager_get(Manager *m, const char *name, json_t **ret_volume, char **reterr
 typedef void (*ManagerListCallback)(const char *name, const char *mountpoint, void *userdata);
 int manager_list(Manager *m, ManagerListCallback cb, void *userdata);
 
+/* The state for the metrics file (metrics.h): partitions, self-tests, volumes. A MetricsCollect. */
+struct MetricsSnapshot;
+int manager_metrics_snapshot(Manager *m, struct MetricsSnapshot *ret);
+
 /* For tests and tools: number of volumes in the registry. */
 size_t manager_count(Manager *m);
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,7 @@ bool volume_name_is_valid(const char *name)
 const char *volume_options_valid_keys(void)
 {
 	return "partition (label or UUID), node (host name), uid, gid, mode (octal), size (e.g. 10G; units K, M, G, T), "
-	       "inodes, selftest (off|warn|enforce), min_write_mbps, min_read_mbps, min_iops, max_p99_ms, "
+	       "inodes, selftest (off|warn|enforce), " SELFTEST_THRESHOLD_KEYS ", "
 	       "health (off|warn|enforce), "
 	       "suid (true|false), dev (true|false)";
 }
@@ -103,18 +104,58 @@ invalid:
 			  val, NODE_NAME_MAX);
 }
 
-static int parse_threshold(const char *key, const char *val, double *ret, char **reterr_msg)
-{
-	const char *dot = strchr(val, '.');
-	double v;
+/* Every threshold option: where it goes and its range. Ratios are shares (min_*) or multiples (max_*) of the baseline. */
+static const struct {
+	const char *key;
+	size_t offset;
+	double min, max;
+	const char *what;
+} threshold_table[] = {
+	{ "min_write_mbps", offsetof(SelftestThresholds, min_write_mbps), 0.001, 1e9, "a number" },
+	{ "min_read_mbps", offsetof(SelftestThresholds, min_read_mbps), 0.001, 1e9, "a number" },
+	{ "min_iops", offsetof(SelftestThresholds, min_iops), 0.001, 1e9, "a number" },
+	{ "max_p99_ms", offsetof(SelftestThresholds, max_p99_ms), 0.001, 1e9, "a number" },
+	{ "min_write_ratio", offsetof(SelftestThresholds, min_write_ratio), 0.01, 1, "a share of the partition's baseline" },
+	{ "min_read_ratio", offsetof(SelftestThresholds, min_read_ratio), 0.01, 1, "a share of the partition's baseline" },
+	{ "min_iops_ratio", offsetof(SelftestThresholds, min_iops_ratio), 0.01, 1, "a share of the partition's baseline" },
+	{ "max_p99_ratio", offsetof(SelftestThresholds, max_p99_ratio), 1, 1000, "a multiple of the partition's baseline" },
+};
 
-	/* At most 3 decimals, from 0.001: the canonical form ("%.3f", zeros stripped) round-trips exactly. */
-	if (parse_decimal(val, &v) < 0 || v < 0.001 || v > 1e9 || (dot && strlen(dot + 1) > 3))
-		return errmsg_set(reterr_msg, -EINVAL,
-				  "invalid value '%s' for option %s: expected a number from 0.001 to 1000000000 with at most 3 decimals, e.g. %s=100",
-				  val, key, key);
-	*ret = v;
-	return 0;
+static double *threshold_field(SelftestThresholds *t, size_t i)
+{
+	return (double *)((char *)t + threshold_table[i].offset);
+}
+
+int selftest_threshold_parse(const char *key, const char *val, SelftestThresholds *t, char **reterr_msg)
+{
+	for (size_t i = 0; i < ELEMENTSOF(threshold_table); i++) {
+		const char *dot;
+		double v;
+
+		if (!streq(key, threshold_table[i].key))
+			continue;
+		/* At most 3 decimals: the canonical form ("%.3f", zeros stripped) round-trips exactly. */
+		dot = strchr(val, '.');
+		if (parse_decimal(val, &v) < 0 || v < threshold_table[i].min || v > threshold_table[i].max ||
+		    (dot && strlen(dot + 1) > 3))
+			return errmsg_set(reterr_msg, -EINVAL,
+					  "invalid value '%s' for option %s: expected %s from %.15g to %.15g with at most 3 decimals, e.g. %s=%s",
+					  val, key, threshold_table[i].what, threshold_table[i].min, threshold_table[i].max, key,
+					  threshold_table[i].max <= 1 ? "0.7" : threshold_table[i].min >= 1 ? "3" : "100");
+		*threshold_field(t, i) = v;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+void selftest_thresholds_merge(SelftestThresholds *base, const SelftestThresholds *over)
+{
+	for (size_t i = 0; i < ELEMENTSOF(threshold_table); i++) {
+		double v = *threshold_field((SelftestThresholds *)over, i);
+
+		if (v > 0)
+			*threshold_field(base, i) = v;
+	}
 }
 
 int volume_options_parse(const json_t *opts, VolumeOptions *ret, char **reterr_msg)
@@ -184,30 +225,20 @@ int volume_options_parse(const json_t *opts, VolumeOptions *ret, char **reterr_m
 			o.health = device_policy_mode_from_string(val);
 			if (o.health < 0)
 				return errmsg_set(reterr_msg, -EINVAL, "invalid health '%s': expected off, warn or enforce", val);
-		} else if (streq(key, "min_write_mbps")) {
-			r = parse_threshold(key, val, &o.thresholds.min_write_mbps, reterr_msg);
-			if (r < 0)
-				return r;
-		} else if (streq(key, "min_read_mbps")) {
-			r = parse_threshold(key, val, &o.thresholds.min_read_mbps, reterr_msg);
-			if (r < 0)
-				return r;
-		} else if (streq(key, "min_iops")) {
-			r = parse_threshold(key, val, &o.thresholds.min_iops, reterr_msg);
-			if (r < 0)
-				return r;
-		} else if (streq(key, "max_p99_ms")) {
-			r = parse_threshold(key, val, &o.thresholds.max_p99_ms, reterr_msg);
-			if (r < 0)
-				return r;
 		} else if (streq(key, "suid") || streq(key, "dev")) {
 			bool *flag = streq(key, "suid") ? &o.allow_suid : &o.allow_devices;
 			if (!streq(val, "true") && !streq(val, "false"))
 				return errmsg_set(reterr_msg, -EINVAL, "invalid %s '%s': expected true or false (default false: the volume is mounted %s)",
 						  key, val, streq(key, "suid") ? "nosuid" : "nodev");
 			*flag = streq(val, "true");
-		} else
-			return errmsg_set(reterr_msg, -EINVAL, "unknown option '%s'; valid options: %s", key, volume_options_valid_keys());
+		} else {
+			r = selftest_threshold_parse(key, val, &o.thresholds, reterr_msg);
+			if (r == -ENOENT)
+				return errmsg_set(reterr_msg, -EINVAL, "unknown option '%s'; valid options: %s", key,
+						  volume_options_valid_keys());
+			if (r < 0)
+				return r;
+		}
 	}
 
 	*ret = o;
@@ -246,6 +277,16 @@ static int set_fmt(json_t *obj, const char *key, const char *fmt, ...)
 	return set_str(obj, key, buf);
 }
 
+void selftest_thresholds_to_json(const SelftestThresholds *t, json_t *obj)
+{
+	for (size_t i = 0; i < ELEMENTSOF(threshold_table); i++) {
+		double v = *threshold_field((SelftestThresholds *)t, i);
+
+		if (v > 0)
+			set_decimal(obj, threshold_table[i].key, v);
+	}
+}
+
 json_t *volume_options_to_json(const VolumeOptions *o)
 {
 	json_t *j = json_object();
@@ -273,14 +314,7 @@ json_t *volume_options_to_json(const VolumeOptions *o)
 		set_str(j, "selftest", selftest_policy_to_string(o->selftest));
 	if (o->health != DEVICE_POLICY_UNSET)
 		set_str(j, "health", device_policy_mode_to_string(o->health));
-	if (o->thresholds.min_write_mbps > 0)
-		set_decimal(j, "min_write_mbps", o->thresholds.min_write_mbps);
-	if (o->thresholds.min_read_mbps > 0)
-		set_decimal(j, "min_read_mbps", o->thresholds.min_read_mbps);
-	if (o->thresholds.min_iops > 0)
-		set_decimal(j, "min_iops", o->thresholds.min_iops);
-	if (o->thresholds.max_p99_ms > 0)
-		set_decimal(j, "max_p99_ms", o->thresholds.max_p99_ms);
+	selftest_thresholds_to_json(&o->thresholds, j);
 	/* "false" is the default and is left out, so that suid=false equals no option. */
 	if (o->allow_suid)
 		set_str(j, "suid", "true");

@@ -30,11 +30,31 @@ SelftestPolicy selftest_policy_from_string(const char *s);
 
 /* Zero means "no threshold". */
 typedef struct SelftestThresholds {
+	/* Absolute figures. */
 	double min_write_mbps;
 	double min_read_mbps;
 	double min_iops;
 	double max_p99_ms;
+	/* Relative to the partition's own baseline (see selftest-history.h). */
+	double min_write_ratio; /* 0.01..1: sequential write at least this share of the baseline */
+	double min_read_ratio;
+	double min_iops_ratio;  /* the lower of the two IOPS ratios */
+	double max_p99_ratio;   /* 1..1000: the higher of the two p99 ratios at most this multiple */
 } SelftestThresholds;
+
+#define SELFTEST_THRESHOLD_KEYS "min_write_mbps, min_read_mbps, min_iops, max_p99_ms, " \
+	"min_write_ratio, min_read_ratio, min_iops_ratio, max_p99_ratio"
+
+/*
+ * Parses one threshold option (@key one of SELFTEST_THRESHOLD_KEYS) into @t.
+ * -ENOENT (no message) when @key is not a threshold; -EINVAL and a message
+ * naming the key and its range when @val is out of range or malformed.
+ */
+int selftest_threshold_parse(const char *key, const char *val, SelftestThresholds *t, char **reterr_msg);
+/* Adds the thresholds set in @t to @obj as canonical strings ("0.7", "100"). */
+void selftest_thresholds_to_json(const SelftestThresholds *t, json_t *obj);
+/* Every threshold of @over that is set replaces the one in @base. */
+void selftest_thresholds_merge(SelftestThresholds *base, const SelftestThresholds *over);
 
 typedef struct VolumeOptions {
 	char partition[PARTITION_REF_MAX + 1]; /* label or UUID; "" = most free space */

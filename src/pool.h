@@ -20,8 +20,10 @@
  *    PartitionFs; the old one's fds are closed only when its last user is
  *    done, so an fd is never closed (and its number reused) under a user.
  *  - selftest_lock serialises self-tests of the partition; selftest_cache is
- *    owned by selftest-policy.c and guarded by selftest_lock; health_lock and
- *    health_cache likewise belong to health-policy.c.
+ *    owned by selftest-policy.c: created once and published with a release
+ *    store, it carries its own mutex for the cached result and the history
+ *    (so Get and the metrics never wait for a running self-test); health_lock
+ *    and health_cache belong to health-policy.c and are guarded by health_lock.
  *
  * Device rule (device-policy.h): before a partition is mounted, the facts of
  * its block device are read from sysfs. A removable or USB device is refused

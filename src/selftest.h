@@ -6,17 +6,21 @@
  * What is measured, in this order, on one unnamed O_TMPFILE scratch file:
  *   1. sequential write, 1 MiB blocks, then fdatasync (what
  *      `dd bs=1M oflag=direct conv=fdatasync` measures; the fdatasync counts);
- *   2. 4 KiB random overwrites at queue depth 1 (latency p50/p99);
- *   3. 4 KiB random overwrites at queue depth @iodepth (IOPS; one thread per
- *      outstanding I/O, i.e. fio ioengine=psync numjobs=@iodepth);
- *   4. sequential read of the whole file, 1 MiB blocks (throughput; it also
- *      verifies every block written by phases 1-3);
+ *   2. 4 KiB random overwrites at queue depth 1 (latency p50/p99; the first
+ *      I/O is not counted);
+ *   3. 4 KiB random overwrites at queue depth @iodepth (IOPS, counted from the
+ *      first turnover of the queue): Linux native AIO from one thread, i.e. fio
+ *      ioengine=libaio iodepth=@iodepth; one thread per outstanding I/O (fio
+ *      psync numjobs=@iodepth) only where the kernel refuses an AIO context;
+ *   4. after an untimed fdatasync, sequential read of the whole file, 1 MiB
+ *      blocks (throughput; it also verifies every block written by phases 1-3);
  *   5. 4 KiB random reads at queue depth 1 (latency p50/p99);
  *   6. 4 KiB random reads at queue depth @iodepth (IOPS).
  * Every 4 KiB unit holds a pattern derived from (run seed, file offset, write
  * generation), so stale, misplaced and corrupt data are all told apart from
  * good data. Throughput and latency figures count only the time spent in the
- * I/O system calls, never the pattern generation or checking.
+ * I/O system calls, never the pattern generation or checking (the IOPS phase:
+ * completions over the wall time between them, as fio counts).
  */
 #pragma once
 
@@ -58,6 +62,7 @@ typedef struct SelftestResult {
 	double fdatasync_ms;         /* the fdatasync that ends the sequential write, included above */
 	uint64_t first_error_offset; /* file offset of the first bad 4 KiB unit; valid if verify_errors > 0 */
 	bool named_scratch;          /* O_TMPFILE was refused: a named, immediately unlinked file was used */
+	bool qd_threads;             /* no kernel AIO: the IOPS phases used one thread per outstanding I/O */
 } SelftestResult;
 
 /*

@@ -19,7 +19,21 @@ StateLocation statedir_decide(bool mount_point_exists, bool same_as_dev, bool is
 	return STATE_LOCATION_HOST;
 }
 
+static int resolve_state_dir(Config *cfg, char **reterr_msg);
+
 int statedir_resolve(Config *cfg, char **reterr_msg)
+{
+	int r = resolve_state_dir(cfg, reterr_msg);
+
+	/* The metrics file follows the state unless NVMEVOL_METRICS_DIR says otherwise. */
+	if (r == 0 && !cfg->metrics_dir && asprintf(&cfg->metrics_dir, "%s/metrics", cfg->state_dir) < 0) {
+		cfg->metrics_dir = NULL;
+		return -ENOMEM;
+	}
+	return r;
+}
+
+static int resolve_state_dir(Config *cfg, char **reterr_msg)
 {
 	struct stat st, dev;
 	bool exists, same_as_dev = false, is_mount = false;

@@ -12,7 +12,7 @@
 #include "util/macro.h"
 #include "util/strutil.h"
 
-static const char *volume_condition(const Volume *v, const PartitionInfo *info)
+const char *manager_volume_condition(const Volume *v, const PartitionInfo *info)
 {
 	if (v->corrupt)
 		return "record-unreadable";
@@ -107,7 +107,7 @@ json_t *manager_volume_json(Manager *m, Volume *v)
 	}
 	status = json_object();
 	json_object_set_new(j, "Status", status);
-	json_object_set_new(status, "state", json_string(volume_condition(v, &info)));
+	json_object_set_new(status, "state", json_string(manager_volume_condition(v, &info)));
 	if (v->corrupt)
 		json_object_set_new(status, "problem", json_string(v->corrupt));
 	json_object_set_new(status, "partition", partition_json(v, &info, fs));

@@ -190,50 +190,8 @@ static char *body_dump(const Volume *v, bool with_mounts)
 char *volume_record_dump(const Volume *v, bool with_mounts)
 {
 	_cleanup_free_ char *b = body_dump(v, with_mounts);
-	char *out = NULL;
-	uint32_t crc;
-	size_t n;
 
-	if (!b)
-		return NULL;
-
-	n = strlen(b);
-	if (n < 3 || b[n - 1] != '}')
-		return NULL;
-	crc = crc32c(0, b, n);
-	b[n - 1] = '\0';
-	if (asprintf(&out, "%s,\"crc\":%u}", b, crc) < 0)
-		return NULL;
-	return out;
-}
-
-/* Checks the trailing "crc" member against the bytes before it. */
-static int check_crc(const char *buf, size_t len)
-{
-	static const char marker[] = ",\"crc\":";
-	const char *end = buf + len, *p, *digits;
-	uint64_t want = 0;
-	uint32_t got;
-
-	while (end > buf && (end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
-		end--;
-	if (end - buf < (ptrdiff_t)sizeof(marker) + 2 || end[-1] != '}')
-		return -EUCLEAN;
-	/* Back over the digits to the marker; the CRC member must be last. */
-	p = end - 1;
-	while (p > buf && p[-1] >= '0' && p[-1] <= '9')
-		p--;
-	digits = p;
-	if (digits == end - 1 || end - 1 - digits > 10)
-		return -EUCLEAN;
-	if ((size_t)(digits - buf) < sizeof(marker) - 1 ||
-	    memcmp(digits - (sizeof(marker) - 1), marker, sizeof(marker) - 1) != 0)
-		return -EUCLEAN;
-	for (p = digits; p < end - 1; p++)
-		want = want * 10 + (uint64_t)(*p - '0');
-	/* The body is everything before the marker, closed by the '}' that ended it. */
-	got = crc32c(crc32c(0, buf, (size_t)(digits - (sizeof(marker) - 1) - buf)), "}", 1);
-	return want == got ? 0 : -EUCLEAN;
+	return crc_trailer_append(b);
 }
 
 static int copy_short_string(json_t *j, const char *key, char *dst, size_t size, char **reterr_msg)
@@ -275,7 +233,7 @@ int volume_record_parse(const char *buf, size_t len, Volume **ret, char **reterr
 		r = errmsg_set(reterr_msg, -EUCLEAN, "no checksum");
 		goto out;
 	}
-	if (check_crc(buf, len) < 0) {
+	if (crc_trailer_check(buf, len) < 0) {
 		r = errmsg_set(reterr_msg, -EUCLEAN, "checksum mismatch");
 		goto out;
 	}

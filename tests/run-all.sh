@@ -5,9 +5,9 @@
 #   figures (kill -9, faults, hostile input, path safety, concurrency), the
 #   quota suite in a qemu guest, the end-to-end suite against a real dockerd,
 #   registry and docker-compose, a three-node Docker Swarm in network
-#   namespaces, and the day-2 operations (install from a registry, the admin
-#   command) against a real dockerd.
-# Usage: tests/run-all.sh [stage...]    stages: deps build unit asan fuzz reliability qemu e2e compose swarm admin
+#   namespaces, the day-2 operations (install from a registry, the admin
+#   command) against a real dockerd, and the self-test drift under a real throttle.
+# Usage: tests/run-all.sh [stage...]    stages: deps build unit asan fuzz reliability drift qemu e2e compose swarm admin
 # Ends with one line "N passed, N failed" summing every stage's tests.
 set -u
 cd "$(dirname "$0")/.."
@@ -84,7 +84,8 @@ stage_deps() {
 		libmicrohttpd-dev libjansson-dev libmount-dev libblkid-dev libcriterion-dev \
 		xfsprogs util-linux fdisk fio strace valgrind python3 curl jq \
 		qemu-system-x86 cpio kmod busybox-static \
-		docker.io docker-registry docker-compose debootstrap iproute2 >/dev/null || return 1
+		docker.io docker-registry docker-compose debootstrap iproute2 \
+		prometheus python3-prometheus-client gnuplot-nox >/dev/null || return 1
 	echo "1 passed, 0 failed"
 }
 
@@ -115,6 +116,8 @@ stage_asan() {
 
 stage_fuzz() { tests/fuzz/run.sh "${NVMEVOL_FUZZ_SECONDS:-30}"; }
 stage_reliability() { tests/reliability/run-all.sh; }
+# The self-test history's drift check: a throttled partition turns pass into below-baseline (about 10 s).
+stage_drift() { tests/drift/drift.sh; }
 # Both qemu suites; one "N passed, N failed" line for the stage.
 stage_qemu() {
 	local p=0 f=0 rc=0 out line
@@ -137,7 +140,7 @@ stage_swarm() { tests/swarm/run.sh; }
 stage_admin() { tests/e2e/admin.sh; }
 
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(deps build unit asan fuzz reliability qemu e2e compose swarm admin)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(deps build unit asan fuzz reliability drift qemu e2e compose swarm admin)
 T0=$(date +%s)
 for s in "${STAGES[@]}"; do
 	run_stage "$s" "stage_$s"

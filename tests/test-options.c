@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <string.h>
 
 #include "options.h"
@@ -148,4 +149,56 @@ Test(options, node_is_a_host_name_in_lower_case)
 	long_name[65] = '\0';
 	snprintf(json, sizeof(json), "{\"node\":\"%s\"}", long_name);
 	cr_expect_lt(parse(json, &a, NULL), 0, "65 characters are not");
+}
+
+Test(options, relative_thresholds_parse_range_and_canonical_form)
+{
+	static const char *const bad[][2] = {
+		{ "{\"min_write_ratio\":\"0\"}", "from 0.01 to 1" }, { "{\"min_write_ratio\":\"1.5\"}", "share of the partition's baseline" },
+		{ "{\"min_read_ratio\":\"0.005\"}", "min_read_ratio" }, { "{\"min_iops_ratio\":\"0.7x\"}", "min_iops_ratio=0.7" },
+		{ "{\"max_p99_ratio\":\"0.5\"}", "multiple of the partition's baseline from 1 to 1000" },
+		{ "{\"max_p99_ratio\":\"1001\"}", "max_p99_ratio" }, { "{\"min_write_ratio\":\"0.1234\"}", "3 decimals" },
+	};
+	VolumeOptions o;
+	char *err = NULL;
+	json_t *c;
+
+	cr_assert_eq(parse("{\"min_write_ratio\":\"0.7\",\"min_read_ratio\":\"0.75\",\"min_iops_ratio\":\"1\","
+			   "\"max_p99_ratio\":\"3\"}", &o, &err), 0, "%s", err);
+	cr_expect_float_eq(o.thresholds.min_write_ratio, 0.7, 1e-12);
+	cr_expect_float_eq(o.thresholds.min_read_ratio, 0.75, 1e-12);
+	cr_expect_float_eq(o.thresholds.min_iops_ratio, 1, 1e-12);
+	cr_expect_float_eq(o.thresholds.max_p99_ratio, 3, 1e-12);
+	c = volume_options_to_json(&o);
+	cr_expect_str_eq(json_string_value(json_object_get(c, "min_write_ratio")), "0.7");
+	cr_expect_str_eq(json_string_value(json_object_get(c, "max_p99_ratio")), "3");
+	json_decref(c);
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		json_t *j = json_loads(bad[i][0], 0, NULL);
+		cr_expect_lt(volume_options_parse(j, &o, &err), 0, "accepted %s", bad[i][0]);
+		cr_expect(err && strstr(err, bad[i][1]), "Err for %s does not mention '%s': %s", bad[i][0], bad[i][1], err);
+		free(err);
+		err = NULL;
+		json_decref(j);
+	}
+}
+
+Test(options, threshold_parse_and_merge)
+{
+	SelftestThresholds pool = {}, vol = {};
+	char *err = NULL;
+
+	cr_expect_eq(selftest_threshold_parse("min_write_ratio", "0.7", &pool, &err), 0);
+	cr_expect_eq(selftest_threshold_parse("max_p99_ratio", "4", &pool, &err), 0);
+	cr_expect_eq(selftest_threshold_parse("uid", "4", &pool, &err), -ENOENT);
+	cr_expect_null(err);
+	cr_expect_eq(selftest_threshold_parse("min_iops", "50", &vol, &err), 0);
+	cr_expect_eq(selftest_threshold_parse("max_p99_ratio", "2", &vol, &err), 0);
+	/* The volume's own setting wins; the pool's fills what the volume leaves unset. */
+	selftest_thresholds_merge(&pool, &vol);
+	cr_expect_float_eq(pool.min_write_ratio, 0.7, 1e-12);
+	cr_expect_float_eq(pool.max_p99_ratio, 2, 1e-12);
+	cr_expect_float_eq(pool.min_iops, 50, 1e-12);
+	cr_expect_eq(pool.min_read_ratio, 0);
 }

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,7 +122,7 @@ Test(selftest, default_run_is_plausible_verified_and_leaves_nothing)
 	cr_assert_null(err);
 	assert_plausible(&r, SELFTEST_BUDGET_MS_DEFAULT);
 	cr_assert_eq(r.iodepth, SELFTEST_IODEPTH_DEFAULT);
-	cr_assert_eq(selftest_judge(&r, NULL, &msg), SELFTEST_VERDICT_PASS);
+	cr_assert_eq(selftest_judge(&r, NULL, NULL, &msg), SELFTEST_VERDICT_PASS);
 	cr_assert_null(msg);
 	cr_assert_eq(dir_entries(scratch_path), 0);
 	cr_assert_eq(dir_entries(lx.mountpoint), 1, "only the scratch directory");
@@ -154,6 +155,64 @@ Test(selftest, explicit_size_and_iodepth_one)
 	cr_assert_eq(r.file_bytes, 20 << 20);
 	cr_assert_eq(r.iodepth, 1);
 	cr_assert_gt(r.rand_read_iops, 0);
+}
+
+/* Where the kernel refuses an AIO context, the IOPS phases use one thread per outstanding I/O. */
+Test(selftest, iops_phases_use_kernel_aio_or_threads)
+{
+	SelftestConfig cfg = { .budget_ms = 150 };
+	SelftestResult r = {};
+	char *err = NULL;
+	int ret;
+
+	ret = selftest_run(scratch_fd, &cfg, &r, &err);
+	cr_assert_eq(ret, 0, "%s", err ? err : "");
+	cr_expect_not(r.qd_threads, "this kernel has AIO");
+	assert_plausible(&r, 150);
+
+	cr_assert_eq(setenv("NVMEVOL_TEST_SELFTEST_NO_AIO", "1", 1), 0);
+	r = (SelftestResult){};
+	ret = selftest_run(scratch_fd, &cfg, &r, &err);
+	unsetenv("NVMEVOL_TEST_SELFTEST_NO_AIO");
+	cr_assert_eq(ret, 0, "%s", err ? err : "");
+	cr_expect(r.qd_threads);
+	assert_plausible(&r, 150);
+	cr_expect_eq(r.verify_errors, 0);
+	cr_expect_gt(r.rand_write_iops, 0);
+	cr_expect_gt(r.rand_read_iops, 0);
+}
+
+/* Several runs at once (the daemon tests partitions in parallel) share the engine's AIO contexts safely. */
+static void *run_one(void *arg)
+{
+	SelftestConfig cfg = { .budget_ms = 100, .iodepth = (unsigned)(uintptr_t)arg };
+	SelftestResult *r = calloc(1, sizeof(*r));
+	char *err = NULL;
+
+	if (selftest_run(scratch_fd, &cfg, r, &err) < 0) {
+		free(err);
+		free(r);
+		return NULL;
+	}
+	return r;
+}
+
+Test(selftest, concurrent_runs)
+{
+	pthread_t t[4];
+
+	for (uintptr_t i = 0; i < 4; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, run_one, (void *)(4 + 4 * i)), 0);
+	for (int i = 0; i < 4; i++) {
+		SelftestResult *r = NULL;
+
+		pthread_join(t[i], (void **)&r);
+		cr_assert_not_null(r, "run %d failed", i);
+		cr_expect_eq(r->verify_errors, 0);
+		cr_expect_eq(r->iodepth, 4u + 4u * (unsigned)i);
+		cr_expect_not(r->qd_threads);
+		free(r);
+	}
 }
 
 /* ---- A lying device, simulated in-process ---- */
@@ -194,7 +253,7 @@ static void assert_data_error(const SelftestResult *r, uint64_t first)
 
 	cr_assert_gt(r->verify_errors, 0);
 	cr_assert_eq(r->first_error_offset, first, "first error at %llu", (unsigned long long)r->first_error_offset);
-	cr_assert_eq(selftest_judge(r, &none, &msg), SELFTEST_VERDICT_DATA_ERROR);
+	cr_assert_eq(selftest_judge(r, &none, NULL, &msg), SELFTEST_VERDICT_DATA_ERROR);
 	cr_assert_not_null(msg);
 	cr_assert(strstr(msg, "data verification failed"), "%s", msg);
 	free(msg);
@@ -258,7 +317,7 @@ Test(selftest, impossible_thresholds_are_below_threshold_with_figures)
 	char *err = NULL, *msg = NULL, want[128];
 
 	cr_assert_eq(selftest_run(scratch_fd, &cfg, &r, &err), 0, "%s", err ? err : "");
-	cr_assert_eq(selftest_judge(&r, &t, &msg), SELFTEST_VERDICT_BELOW_THRESHOLD);
+	cr_assert_eq(selftest_judge(&r, &t, NULL, &msg), SELFTEST_VERDICT_BELOW_THRESHOLD);
 	cr_assert_not_null(msg);
 	(void)snprintf(want, sizeof(want), "sequential write %.1f MiB/s is below min_write_mbps=99999999", round(r.seq_write_mbps * 10) / 10);
 	cr_assert(strstr(msg, want), "'%s' not in '%s'", want, msg);
@@ -534,35 +593,35 @@ Test(selftest_report, judge)
 	char *msg = (char *)"unset";
 
 	/* No thresholds at all, or all zero: pass. */
-	cr_assert_eq(selftest_judge(&r, NULL, &msg), SELFTEST_VERDICT_PASS);
+	cr_assert_eq(selftest_judge(&r, NULL, NULL, &msg), SELFTEST_VERDICT_PASS);
 	cr_assert_null(msg);
-	cr_assert_eq(selftest_judge(&r, &t, NULL), SELFTEST_VERDICT_PASS);
+	cr_assert_eq(selftest_judge(&r, &t, NULL, NULL), SELFTEST_VERDICT_PASS);
 
 	/* The brief's example. */
 	t = (SelftestThresholds){ .min_write_mbps = 500, .max_p99_ms = 1 };
-	cr_assert_eq(selftest_judge(&r, &t, &msg), SELFTEST_VERDICT_BELOW_THRESHOLD);
+	cr_assert_eq(selftest_judge(&r, &t, NULL, &msg), SELFTEST_VERDICT_BELOW_THRESHOLD);
 	cr_assert_str_eq(msg, "sequential write 41.2 MiB/s is below min_write_mbps=500; "
 			      "p99 latency 3.100 ms (random write, QD1) is above max_p99_ms=1");
 	free(msg);
 
 	/* min_iops: the lower of read and write; max_p99_ms: the higher. */
 	t = (SelftestThresholds){ .min_iops = 20000 };
-	cr_assert_eq(selftest_judge(&r, &t, &msg), SELFTEST_VERDICT_BELOW_THRESHOLD);
+	cr_assert_eq(selftest_judge(&r, &t, NULL, &msg), SELFTEST_VERDICT_BELOW_THRESHOLD);
 	cr_assert_str_eq(msg, "random write 12346 IOPS at QD16 is below min_iops=20000");
 	free(msg);
 	t = (SelftestThresholds){ .min_iops = 12000, .max_p99_ms = 3.5, .min_read_mbps = 800, .min_write_mbps = 41 };
-	cr_assert_eq(selftest_judge(&r, &t, &msg), SELFTEST_VERDICT_PASS);
+	cr_assert_eq(selftest_judge(&r, &t, NULL, &msg), SELFTEST_VERDICT_PASS);
 	cr_assert_null(msg);
 
 	/* Equal to the threshold as reported passes. */
 	t = (SelftestThresholds){ .min_write_mbps = 41.2, .max_p99_ms = 3.1, .min_iops = 12346 };
-	cr_assert_eq(selftest_judge(&r, &t, NULL), SELFTEST_VERDICT_PASS);
+	cr_assert_eq(selftest_judge(&r, &t, NULL, NULL), SELFTEST_VERDICT_PASS);
 
 	/* Read slower than write and the read p99 higher. */
 	r.rand_read_iops = 100;
 	r.read_p99_ms = 7.25;
 	t = (SelftestThresholds){ .min_iops = 1000, .max_p99_ms = 5, .min_read_mbps = 1000 };
-	cr_assert_eq(selftest_judge(&r, &t, &msg), SELFTEST_VERDICT_BELOW_THRESHOLD);
+	cr_assert_eq(selftest_judge(&r, &t, NULL, &msg), SELFTEST_VERDICT_BELOW_THRESHOLD);
 	cr_assert_str_eq(msg, "sequential read 813.0 MiB/s is below min_read_mbps=1000; "
 			      "random read 100 IOPS at QD16 is below min_iops=1000; "
 			      "p99 latency 7.250 ms (random read, QD1) is above max_p99_ms=5");
@@ -571,11 +630,11 @@ Test(selftest_report, judge)
 	/* Data errors win over everything. */
 	r.verify_errors = 2;
 	r.first_error_offset = 4096;
-	cr_assert_eq(selftest_judge(&r, &t, &msg), SELFTEST_VERDICT_DATA_ERROR);
+	cr_assert_eq(selftest_judge(&r, &t, NULL, &msg), SELFTEST_VERDICT_DATA_ERROR);
 	cr_assert(strstr(msg, "2 of 13480 blocks"), "%s", msg);
 	cr_assert(strstr(msg, "offset 4096"), "%s", msg);
 	free(msg);
-	cr_assert_eq(selftest_judge(&r, NULL, NULL), SELFTEST_VERDICT_DATA_ERROR);
+	cr_assert_eq(selftest_judge(&r, NULL, NULL, NULL), SELFTEST_VERDICT_DATA_ERROR);
 }
 
 Test(selftest_report, table)

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <limits.h>
+#include <stddef.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -265,4 +267,45 @@ int label_unescape(const char *esc, char *buf, size_t len)
 		return -ENAMETOOLONG;
 	buf[o] = '\0';
 	return 0;
+}
+
+char *crc_trailer_append(const char *body)
+{
+	char *out = NULL;
+	size_t n = body ? strlen(body) : 0;
+
+	/* At least one member before: "{}" has none for the comma to follow. */
+	if (n < 3 || body[0] != '{' || body[n - 1] != '}' || n - 1 > INT_MAX)
+		return NULL;
+	if (asprintf(&out, "%.*s,\"crc\":%u}", (int)(n - 1), body, crc32c(0, body, n)) < 0)
+		return NULL;
+	return out;
+}
+
+int crc_trailer_check(const char *buf, size_t len)
+{
+	static const char marker[] = ",\"crc\":";
+	const char *end = buf + len, *p, *digits;
+	uint64_t want = 0;
+	uint32_t got;
+
+	while (end > buf && (end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r'))
+		end--;
+	if (end - buf < (ptrdiff_t)sizeof(marker) + 2 || end[-1] != '}')
+		return -EUCLEAN;
+	/* Back over the digits to the marker; the CRC member must be last. */
+	p = end - 1;
+	while (p > buf && p[-1] >= '0' && p[-1] <= '9')
+		p--;
+	digits = p;
+	if (digits == end - 1 || end - 1 - digits > 10)
+		return -EUCLEAN;
+	if ((size_t)(digits - buf) < sizeof(marker) - 1 ||
+	    memcmp(digits - (sizeof(marker) - 1), marker, sizeof(marker) - 1) != 0)
+		return -EUCLEAN;
+	for (p = digits; p < end - 1; p++)
+		want = want * 10 + (uint64_t)(*p - '0');
+	/* The body is everything before the marker, closed by the '}' that ended it. */
+	got = crc32c(crc32c(0, buf, (size_t)(digits - (sizeof(marker) - 1) - buf)), "}", 1);
+	return want == got ? 0 : -EUCLEAN;
 }

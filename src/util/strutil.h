@@ -34,3 +34,12 @@ void label_escape(const char *raw, char *buf, size_t len);
 int label_unescape(const char *esc, char *buf, size_t len);
 
 uint32_t crc32c(uint32_t crc, const void *buf, size_t len);
+
+/*
+ * A JSON object's text with a last member "crc" appended: {"a":1} becomes
+ * {"a":1,"crc":N}, N the CRC32C of the text as given. NULL when @body is not
+ * "{...}" or on OOM. crc_trailer_check() verifies such text as read (trailing
+ * whitespace allowed): 0, or -EUCLEAN when the member is missing or wrong.
+ */
+char *crc_trailer_append(const char *body);
+int crc_trailer_check(const char *buf, size_t len);

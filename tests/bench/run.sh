@@ -9,7 +9,7 @@
 # Usage: tests/bench/run.sh [--quick] [--reps N] [--only LIST] [--keep]
 #   --quick      3 s fio runs, pgbench -T 5, fewer samples (about 20 minutes)
 #   --reps N     repetitions (default 5, at least 5)
-#   --only LIST  comma-separated subset of: data,copyup,control,endpoints,selftest,postgres
+#   --only LIST  comma-separated subset of: data,copyup,control,endpoints,selftest,drift,postgres
 #   --keep       leave dockerds, loops and mounts in place (debugging)
 #
 # Items (see RESULTS.md for what each measures):
@@ -21,6 +21,7 @@
 #   endpoints  per-endpoint latency over the socket with 1,000 and 10,000 volumes, List, RSS,
 #              exec-to-ready (daemon run directly, self-test off)
 #   selftest   tests/bench/selftest-vs-fio.sh, when it exists
+#   drift      tests/drift/drift.sh --plot: the self-test history against a throttled partition (plots/drift.png)
 #   postgres   pgbench TPS: nvmevol volume | host bind on the same partition | overlay2 on XFS
 #
 # Needs root, Debian 12 packages (installed when missing), no network: dockerd runs with
@@ -34,7 +35,7 @@ BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$BENCH_DIR/../.." && pwd)
 QUICK=0
 REPS=5
-ONLY=data,copyup,control,endpoints,selftest,postgres
+ONLY=data,copyup,control,endpoints,selftest,drift,postgres
 KEEP=0
 while [ $# -gt 0 ]; do
     case $1 in
@@ -423,6 +424,16 @@ bench_selftest() {
     fi
 }
 
+# ------------------------------------------------------------- drift plot
+
+bench_drift() {
+    log "self-test history drift (tests/drift/drift.sh --plot)"
+    if ! NVMEVOL_BINARY="$NVMEVOL_BIN" bash "$REPO/tests/drift/drift.sh" --plot "$BENCH_DIR/plots/drift.png" \
+            --data "$BENCH_DIR/raw/drift.tsv" >"$LOG/drift.log" 2>&1; then
+        log "drift.sh reported failures; see $LOG/drift.log"
+    fi
+}
+
 # ------------------------------------------------------------- 4. postgres
 
 PG_CONTENDERS=(nvmevol host overlay2-xfs)
@@ -497,6 +508,7 @@ want copyup && bench_copyup
 want control && bench_control
 want endpoints && bench_endpoints
 want selftest && bench_selftest
+want drift && bench_drift
 want postgres && bench_postgres
 echo "wall time: $((SECONDS - T_START)) s" >>"$OUT/meta.txt"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/meta.txt"

@@ -8,29 +8,35 @@
 # first, RUNS times: the self-test at its default budget (300 ms) and the fio
 # jobs below, which measure the same operations:
 #
-#   figure            self-test                          fio job (psync = pread/pwrite, direct=1)
+#   figure            self-test                          fio job (direct=1)
 #   seq_write_mbps    1 MiB writes to a new file, then   rw=write bs=1M size=REGION end_fsync=1 on a new file
 #                     fdatasync (counted)                (fio's runtime includes the end fsync, like dd conv=fdatasync)
 #   seq_read_mbps     1 MiB reads                        rw=read bs=1M, time_based
-#   write_p50/p99_ms  4 KiB random overwrites, QD1       rw=randwrite bs=4k iodepth=1, clat percentiles
-#   read_p50/p99_ms   4 KiB random reads, QD1            rw=randread bs=4k iodepth=1, clat percentiles
-#   rand_write_iops   4 KiB random overwrites, 16        rw=randwrite bs=4k numjobs=16 group_reporting
-#                     threads (QD16)                     (psync has no queue: QD16 = 16 jobs, as the self-test's 16 threads)
-#   rand_read_iops    4 KiB random reads, 16 threads     rw=randread bs=4k numjobs=16 group_reporting
+#   write_p50/p99_ms  4 KiB random overwrites, QD1       rw=randwrite bs=4k ioengine=psync, clat percentiles
+#   read_p50/p99_ms   4 KiB random reads, QD1            rw=randread bs=4k ioengine=psync, clat percentiles
+#   rand_write_iops   4 KiB random overwrites, QD16      rw=randwrite bs=4k ioengine=libaio iodepth=16
+#   rand_read_iops    4 KiB random reads, QD16           rw=randread bs=4k ioengine=libaio iodepth=16
 #
-# Every fio job works on REGION = the self-test's scratch file size (measured
-# by a warm-up self-test), written once beforehand, so that, like the
-# self-test's, random writes are overwrites of written blocks and reads return
-# real data (not holes), over a region of the same size.
+# Every fio job works on REGION = the size of the scratch file of the latest
+# self-test (the size adapts to the budget and to the machine's load;
+# three warm-up runs give the first; -r fixes it), in a file written once
+# beforehand, so that, like the self-test's, random writes are overwrites of
+# written blocks and reads return real data (not holes).
 #
-# Usage: selftest-vs-fio.sh [-n RUNS] [-s FS_MIB] [-t FIO_SECONDS] [-d BACKING_DIR] [-b BUILD_DIR] [-o OUT.md] [-B BUDGET_MS]
-#   -n RUNS         rounds (default 7, at least 5 recommended)
+# Usage: selftest-vs-fio.sh [-n RUNS] [-s FS_MIB] [-t FIO_SECONDS] [-d BACKING_DIR] [-b BUILD_DIR]
+#                           [-o OUT.md] [-B BUDGET_MS] [-r REGION_MIB] [-q psync] [-x LABEL=BINARY]...
+#   -n RUNS         rounds (default 7; a multiple of the number of orders of the tools,
+#                   2 for self-test and fio, 6 with one -x, balances them)
 #   -s FS_MIB       size of the loop-backed XFS (default 1024, 256..4096)
 #   -t FIO_SECONDS  runtime of each time-based fio job (default 2)
 #   -d BACKING_DIR  where the image file lives (default /var/tmp; /dev/shm takes the host disk out)
 #   -b BUILD_DIR    meson build directory (default build-bench, built if needed)
 #   -o OUT.md       also write the table and the raw values to OUT.md
 #   -B BUDGET_MS    the self-test's budget (default 300)
+#   -r REGION_MIB   fio's region instead of the self-test's file size
+#   -q psync        fio's QD16 as 16 psync jobs (numjobs=16) instead of libaio iodepth=16
+#   -x LABEL=BIN    also run another nvmevol binary (e.g. an older build) as column LABEL,
+#                   alternated with the others in every round
 set -euo pipefail
 
 RUNS=7
@@ -38,11 +44,14 @@ FS_MIB=1024
 FIO_SECONDS=2
 BACKING_DIR=/var/tmp
 BUDGET_MS=300
+REGION_ARG=
+QD_ENGINE=libaio
 SRC_DIR=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD_DIR=$SRC_DIR/build-bench
 OUT=
+VARIANTS=()
 
-while getopts "n:s:t:d:b:o:B:h" opt; do
+while getopts "n:s:t:d:b:o:B:r:q:x:h" opt; do
 	case $opt in
 	n) RUNS=$OPTARG ;;
 	s) FS_MIB=$OPTARG ;;
@@ -51,17 +60,23 @@ while getopts "n:s:t:d:b:o:B:h" opt; do
 	b) BUILD_DIR=$OPTARG ;;
 	o) OUT=$OPTARG ;;
 	B) BUDGET_MS=$OPTARG ;;
-	h) sed -n '3,30p' "$0"; exit 0 ;;
+	r) REGION_ARG=$OPTARG ;;
+	q) QD_ENGINE=$OPTARG ;;
+	x) VARIANTS+=("$OPTARG") ;;
+	h) sed -n '3,38p' "$0"; exit 0 ;;
 	*) exit 2 ;;
 	esac
 done
 
-LOAD0=$(cut -d' ' -f1 /proc/loadavg)
 [[ $(id -u) == 0 ]] || { echo "needs root (loop devices, mount)" >&2; exit 2; }
 for t in losetup mkfs.xfs fio jq python3 findmnt; do
 	command -v $t >/dev/null || { echo "missing: $t" >&2; exit 2; }
 done
 ((FS_MIB >= 256 && FS_MIB <= 4096)) || { echo "-s must be 256..4096" >&2; exit 2; }
+[[ $QD_ENGINE == libaio || $QD_ENGINE == psync ]] || { echo "-q must be libaio or psync" >&2; exit 2; }
+for v in "${VARIANTS[@]}"; do
+	[[ $v == *=* && -x ${v#*=} ]] || { echo "-x wants LABEL=EXECUTABLE, got '$v'" >&2; exit 2; }
+done
 
 WORK=$(mktemp -d "$BACKING_DIR/nvmevol-bench.XXXXXX")
 LOOP=
@@ -86,30 +101,8 @@ if [[ -x $BUILD_DIR/src/nvmevol ]] || { [[ -f $SRC_DIR/src/main.c ]] &&
 		[[ -x $p ]] && NVMEVOL=$p && break
 	done
 fi
-if [[ -n $NVMEVOL ]] && ! "$NVMEVOL" selftest --help >/dev/null 2>&1; then
-	NVMEVOL=
-fi
-if [[ -z $NVMEVOL ]]; then
-	# The daemon is not buildable (yet): build just the self-test command.
-	echo "(meson build unavailable; compiling the self-test standalone)" >&2
-	cat >"$WORK/main.c" <<-'EOF'
-	#include <stdio.h>
-	#include <string.h>
-	#include "cmd-selftest.h"
-	int main(int argc, char **argv)
-	{
-		if (argc < 2 || strcmp(argv[1], "selftest") != 0) {
-			fprintf(stderr, "usage: nvmevol selftest ...\n");
-			return 2;
-		}
-		return cmd_selftest(argc - 1, argv + 1);
-	}
-	EOF
-	gcc -std=gnu17 -O2 -D_GNU_SOURCE -DNVMEVOL_TEST_HOOKS=0 -I"$SRC_DIR/src" -o "$WORK/nvmevol" "$WORK/main.c" \
-		"$SRC_DIR"/src/{cmd-selftest,selftest,selftest-report}.c "$SRC_DIR/src/util/strutil.c" \
-		$(pkg-config --cflags --libs jansson) -lpthread -lm
-	NVMEVOL=$WORK/nvmevol
-fi
+[[ -n $NVMEVOL ]] && "$NVMEVOL" selftest --help >/dev/null 2>&1 || { echo "cannot build nvmevol in $BUILD_DIR" >&2; exit 2; }
+TOOLS=("self-test=$NVMEVOL" "${VARIANTS[@]}")
 
 # ---- Filesystem ----
 truncate -s "${FS_MIB}M" "$WORK/img"
@@ -121,19 +114,32 @@ mkdir "$MNT/selftest"
 FIO_FILE=$MNT/fio.dat
 
 # fio works on a file as large as the self-test's scratch file: the region size
-# decides how much of it sits in the disk's and the host's caches, so a 256 MiB
-# fio file against a 36 MiB self-test file compares two different things.
-# One warm-up self-test (not counted) tells the size.
-REGION_MIB=$("$NVMEVOL" selftest --json --budget-ms "$BUDGET_MS" "$MNT/selftest" | jq -r '(.file_bytes / 1048576 | ceil)')
+# decides how much of it sits in the disk's and the host's caches.
+# Three warm-up self-tests (not counted) tell the size (their median: the size
+# adapts to the budget, and one slow moment on a shared machine would make it
+# the 8 MiB minimum); they also fill the sparse image where the self-test
+# writes, as fio's prep job does for fio.
+REGION_MIB=$(for _ in 1 2 3; do "$NVMEVOL" selftest --json --budget-ms "$BUDGET_MS" "$MNT/selftest" | jq -r '(.file_bytes / 1048576 | ceil)'; done | sort -n | sed -n 2p)
 [ "$REGION_MIB" -ge 8 ] 2>/dev/null || REGION_MIB=64
-echo "region: ${REGION_MIB} MiB (the self-test's scratch file size)" >&2
-fio --name=prep --filename="$FIO_FILE" --rw=write --bs=1M --direct=1 --size="${REGION_MIB}M" --output-format=json >/dev/null
+[[ -n $REGION_ARG ]] && REGION_MIB=$REGION_ARG
+echo "first region: ${REGION_MIB} MiB" >&2
+# Larger than any scratch file the budget allows here (the self-test caps itself at half the free space).
+PREP_MIB=$((FS_MIB / 4))
+((PREP_MIB >= REGION_MIB)) || PREP_MIB=$REGION_MIB
+fio --name=prep --filename="$FIO_FILE" --rw=write --bs=1M --direct=1 --size="${PREP_MIB}M" --output-format=json >/dev/null
+REGIONS=()
 
-FIO_COMMON=(--direct=1 --ioengine=psync --output-format=json)
-FIO_TB=(--time_based --runtime="$FIO_SECONDS" --size="${REGION_MIB}M" --filename="$FIO_FILE")
+FIO_COMMON=(--direct=1 --output-format=json)
+fio_tb() { FIO_TB=(--time_based --runtime="$FIO_SECONDS" --size="${REGION_MIB}M" --filename="$FIO_FILE"); }
+if [[ $QD_ENGINE == libaio ]]; then
+	FIO_QD=(--ioengine=libaio --iodepth=16)
+else
+	FIO_QD=(--ioengine=psync --numjobs=16 --group_reporting)
+fi
 
 RAW=$WORK/raw.tsv
 : >"$RAW"
+LOADS=()
 
 # Lets the previous job's background work (XFS inode freeing, loop and host
 # writeback) finish, so that neither tool pays for the other's.
@@ -143,45 +149,67 @@ settle() { sync; sleep 1; }
 record() { printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"$RAW"; }
 
 run_selftest() {
-	local j
+	local label=$1 bin=$2 j
 	settle
-	j=$("$NVMEVOL" selftest --json --budget-ms "$BUDGET_MS" "$MNT/selftest")
+	j=$("$bin" selftest --json --budget-ms "$BUDGET_MS" "$MNT/selftest")
+	# fio follows the region of the self-test under test (the first column), unless -r fixed it.
+	if [[ $label == self-test && -z $REGION_ARG ]]; then
+		REGION_MIB=$(jq -r '(.file_bytes / 1048576 | ceil)' <<<"$j")
+		((REGION_MIB <= PREP_MIB)) || REGION_MIB=$PREP_MIB
+	fi
 	for f in seq_write_mbps seq_read_mbps write_p50_ms write_p99_ms read_p50_ms read_p99_ms \
 		rand_write_iops rand_read_iops duration_ms file_bytes; do
-		record selftest $f "$(jq -r .$f <<<"$j")"
+		record "$label" $f "$(jq -r .$f <<<"$j")"
 	done
 }
 
 run_fio() {
 	local j
+	fio_tb
+	REGIONS+=("$REGION_MIB")
 	rm -f "$MNT/fio.seq"
 	settle
-	j=$(fio --name=seqwrite --filename="$MNT/fio.seq" --rw=write --bs=1M --size="${REGION_MIB}M" --end_fsync=1 "${FIO_COMMON[@]}")
+	j=$(fio --name=seqwrite --filename="$MNT/fio.seq" --rw=write --bs=1M --size="${REGION_MIB}M" --end_fsync=1 --ioengine=psync "${FIO_COMMON[@]}")
 	rm -f "$MNT/fio.seq"
 	record fio seq_write_mbps "$(jq '.jobs[0].write.bw / 1024' <<<"$j")"
 	settle
-	j=$(fio --name=seqread --rw=read --bs=1M "${FIO_TB[@]}" "${FIO_COMMON[@]}")
+	j=$(fio --name=seqread --rw=read --bs=1M --ioengine=psync "${FIO_TB[@]}" "${FIO_COMMON[@]}")
 	record fio seq_read_mbps "$(jq '.jobs[0].read.bw / 1024' <<<"$j")"
-	j=$(fio --name=randwrite1 --rw=randwrite --bs=4k --iodepth=1 "${FIO_TB[@]}" "${FIO_COMMON[@]}")
+	j=$(fio --name=randwrite1 --rw=randwrite --bs=4k --ioengine=psync "${FIO_TB[@]}" "${FIO_COMMON[@]}")
 	record fio write_p50_ms "$(jq '.jobs[0].write.clat_ns.percentile["50.000000"] / 1e6' <<<"$j")"
 	record fio write_p99_ms "$(jq '.jobs[0].write.clat_ns.percentile["99.000000"] / 1e6' <<<"$j")"
-	j=$(fio --name=randread1 --rw=randread --bs=4k --iodepth=1 "${FIO_TB[@]}" "${FIO_COMMON[@]}")
+	j=$(fio --name=randread1 --rw=randread --bs=4k --ioengine=psync "${FIO_TB[@]}" "${FIO_COMMON[@]}")
 	record fio read_p50_ms "$(jq '.jobs[0].read.clat_ns.percentile["50.000000"] / 1e6' <<<"$j")"
 	record fio read_p99_ms "$(jq '.jobs[0].read.clat_ns.percentile["99.000000"] / 1e6' <<<"$j")"
-	j=$(fio --name=randwrite16 --rw=randwrite --bs=4k --numjobs=16 --group_reporting "${FIO_TB[@]}" "${FIO_COMMON[@]}")
+	j=$(fio --name=randwrite16 --rw=randwrite --bs=4k "${FIO_QD[@]}" "${FIO_TB[@]}" "${FIO_COMMON[@]}")
 	record fio rand_write_iops "$(jq '.jobs[0].write.iops' <<<"$j")"
-	j=$(fio --name=randread16 --rw=randread --bs=4k --numjobs=16 --group_reporting "${FIO_TB[@]}" "${FIO_COMMON[@]}")
+	j=$(fio --name=randread16 --rw=randread --bs=4k "${FIO_QD[@]}" "${FIO_TB[@]}" "${FIO_COMMON[@]}")
 	record fio rand_read_iops "$(jq '.jobs[0].read.iops' <<<"$j")"
 }
 
-for ((i = 1; i <= RUNS; i++)); do
-	echo "round $i/$RUNS" >&2
-	if ((i % 2)); then run_selftest; run_fio; else run_fio; run_selftest; fi
-done
+run_one() {
+	if [[ $1 == fio ]]; then run_fio; else run_selftest "${1%%=*}" "${1#*=}"; fi
+}
 
-TABLE=$(python3 - "$RAW" "$RUNS" "$FS_MIB" "$BACKING_DIR" "$FIO_SECONDS" "$BUDGET_MS" "$LOAD0" <<'EOF'
-import statistics, sys
-raw, runs, fs_mib, backing, fio_s, budget, load0 = sys.argv[1:]
+ORDER=("${TOOLS[@]}" fio)
+# Every order of the tools in turn (all permutations): each tool goes first and
+# last, and follows every other tool, equally often. (Rotating one order would
+# always put the same tool right after fio's 2 s of random I/O.)
+mapfile -t PERMS < <(python3 -c 'import itertools, sys; [print(*p) for p in itertools.permutations(range(int(sys.argv[1])))]' "${#ORDER[@]}")
+for ((i = 1; i <= RUNS; i++)); do
+	LOADS+=("$(cut -d' ' -f1 /proc/loadavg)")
+	echo "round $i/$RUNS (load ${LOADS[-1]}; order: ${PERMS[$(((i - 1) % ${#PERMS[@]}))]})" >&2
+	for k in ${PERMS[$(((i - 1) % ${#PERMS[@]}))]}; do
+		run_one "${ORDER[$k]}"
+	done
+done
+LOADS+=("$(cut -d' ' -f1 /proc/loadavg)")
+
+LABELS=$(printf '%s\n' "${TOOLS[@]}" | cut -d= -f1 | paste -sd,)
+TABLE=$(python3 - "$RAW" "$RUNS" "$FS_MIB" "$BACKING_DIR" "$FIO_SECONDS" "$BUDGET_MS" "$QD_ENGINE" "${REGIONS[*]}" "$LABELS" "${LOADS[*]}" <<'EOF'
+import os, statistics, sys
+raw, runs, fs_mib, backing, fio_s, budget, engine, region, labels, loads = sys.argv[1:]
+labels = labels.split(",")
 vals = {}
 for line in open(raw):
     tool, fig, v = line.rstrip("\n").split("\t")
@@ -195,21 +223,30 @@ rows = [("seq_write_mbps", "sequential write 1 MiB + fdatasync (MiB/s)", 1),
         ("write_p99_ms", "random write 4 KiB QD1 p99 (ms)", 3),
         ("read_p50_ms", "random read 4 KiB QD1 p50 (ms)", 3),
         ("read_p99_ms", "random read 4 KiB QD1 p99 (ms)", 3)]
-import os
-print(f"Machine: {os.cpu_count()} CPUs, load average before the run {load0} (other work on the machine skews both tools), kernel {os.uname().release}.\n")
+loads = [float(x) for x in loads.split()]
+qd = "libaio iodepth=16" if engine == "libaio" else "psync numjobs=16"
+print(f"Machine: {os.cpu_count()} CPUs, kernel {os.uname().release}; load average (1 min) at the start of each "
+      f"round {', '.join(f'{x:.2f}' for x in loads[:-1])}, at the end {loads[-1]:.2f} (other work on the machine skews both tools).\n")
 print(f"Loop-backed XFS ({fs_mib} MiB image in {backing}, loop direct-io=on), {runs} alternating rounds, medians; "
-      f"self-test budget {budget} ms, fio time-based jobs {fio_s} s.\n")
-print("| figure | self-test | fio | ratio self-test/fio | self-test min..max | fio min..max |")
-print("|---|---:|---:|---:|---:|---:|")
+      f"self-test budget {budget} ms; fio time-based jobs {fio_s} s on the region of the latest self-test "
+      f"({', '.join(region.split())} MiB), QD16 as {qd}.\n")
+head = "| figure | fio |" + "".join(f" {l} | {l}/fio |" for l in labels) + " fio min..max |" + "".join(f" {l} min..max |" for l in labels)
+print(head)
+print("|---|" + "---:|" * (1 + 2 * len(labels)) + "---:|" * (1 + len(labels)))
 for key, label, d in rows:
-    s, f = med("selftest", key), med("fio", key)
-    ratio = s / f if f else float("nan")
-    sv, fv = vals[("selftest", key)], vals[("fio", key)]
-    print(f"| {label} | {s:.{d}f} | {f:.{d}f} | {ratio:.2f} | {min(sv):.{d}f}..{max(sv):.{d}f} | {min(fv):.{d}f}..{max(fv):.{d}f} |")
-dur = vals[("selftest", "duration_ms")]
-fb = vals[("selftest", "file_bytes")]
-print(f"\nSelf-test wall time: median {statistics.median(dur):.0f} ms (min {min(dur):.0f}, max {max(dur):.0f}); "
-      f"scratch file median {statistics.median(fb) / 2**20:.0f} MiB.")
+    f = med("fio", key)
+    cells = [f"{f:.{d}f}"]
+    for l in labels:
+        s = med(l, key)
+        cells += [f"{s:.{d}f}", f"{s / f:.2f}" if f else "n/a"]
+    rng = lambda t: f"{min(vals[(t, key)]):.{d}f}..{max(vals[(t, key)]):.{d}f}"
+    cells += [rng("fio")] + [rng(l) for l in labels]
+    print(f"| {label} | " + " | ".join(cells) + " |")
+for l in labels:
+    dur = vals[(l, "duration_ms")]
+    fb = vals[(l, "file_bytes")]
+    print(f"\n{l}: wall time median {statistics.median(dur):.0f} ms (min {min(dur):.0f}, max {max(dur):.0f}); "
+          f"scratch file median {statistics.median(fb) / 2**20:.0f} MiB.")
 EOF
 )
 echo

@@ -206,6 +206,16 @@ scenario_inspect_ls() {
     e2e_eq "volume inspect: Options are the ones given" '{"gid":"999","mode":"0700","uid":"999"}' \
         "$(jq -c '.[0].Options' <<<"$js" 2>/dev/null)"
     e2e_diag "Status: $status"
+    # The metrics reach the host through the plugin's state mount, where node_exporter reads them.
+    local prom
+    prom="$(plugin_state_source)/metrics/nvmevol.prom"
+    for _ in $(seq 30); do grep -q 'volume="pgdata"' "$prom" 2>/dev/null && break; sleep 0.2; done
+    e2e_match "metrics file on the host ($prom) lists pgdata" 'nvmevol_volume_info\{volume="pgdata"' \
+        "$(cat "$prom" 2>&1)"
+    if command -v promtool >/dev/null; then
+        e2e_check "promtool check metrics accepts the plugin's file" sh -c "promtool check metrics < '$prom'"
+    fi
+    e2e_match "volume inspect: Status shows the partition's self-test history" '"history":\{' "$status"
     e2e_match "volume ls: pgdata listed with driver $PLUGIN" "^$PLUGIN pgdata\$" \
         "$(docker volume ls --format '{{.Driver}} {{.Name}}' 2>&1)"
     e2e_match "volume ls --filter driver=$PLUGIN_SHORT lists pgdata" '^pgdata$' \
@@ -292,7 +302,7 @@ scenario_settings_registry() {
     local kv name value env
     for kv in NVMEVOL_LABEL_PREFIX=nvsetp NVMEVOL_DEVICES=LABEL=foo,/dev/loop7 NVMEVOL_LOG_LEVEL=warning \
               NVMEVOL_SELFTEST=enforce NVMEVOL_SELFTEST_BUDGET_MS=450 NVMEVOL_SELFTEST_CACHE_SECONDS=60 \
-              NVMEVOL_MAX_VOLUMES=500; do
+              NVMEVOL_MAX_VOLUMES=500 NVMEVOL_SELFTEST_MIN_WRITE_RATIO=0.7 NVMEVOL_METRICS_INTERVAL_SECONDS=30; do
         name=${kv%%=*}
         value=${kv#*=}
         docker plugin set "$alias" "$kv" >/dev/null 2>&1

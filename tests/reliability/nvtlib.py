@@ -82,7 +82,8 @@ def mountinfo():
 
 
 def tree_digest(root, skip=()):
-    """Hash of names, types, modes, owners, sizes, mtimes, link targets and contents below root."""
+    """Hash of names, types, modes, owners, sizes, mtimes, link targets and contents below root,
+    leaving out the paths in skip (the entries themselves and everything below them)."""
     h = hashlib.sha256()
     if not os.path.lexists(root):
         return "absent"
@@ -93,6 +94,8 @@ def tree_digest(root, skip=()):
             continue
         for name in [""] + sorted(filenames) + dirnames:
             p = os.path.join(dirpath, name) if name else dirpath
+            if any(p == s for s in skip):
+                continue
             try:
                 st = os.lstat(p)
             except FileNotFoundError:
