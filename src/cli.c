@@ -209,6 +209,7 @@ static const CliOptionDef option_defs[] = {
 	{ "devices", CLI_OPT_DEVICES, offsetof(CliArgs, devices) },
 	{ "require-nvme", CLI_OPT_REQUIRE_NVME, offsetof(CliArgs, require_nvme) },
 	{ "health", CLI_OPT_HEALTH, offsetof(CliArgs, health) },
+	{ "history", CLI_OPT_HISTORY, 0 },
 };
 
 /* One pass over every option of every command; the words that are not options end up in a->args. */
