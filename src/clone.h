@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The clone engine: makes a directory a copy of another one on the same
+ * filesystem, sharing data blocks (FICLONE per regular file) and recreating
+ * directories, symlinks, special files, hard links, owners, permission bits,
+ * times and extended attributes (POSIX ACLs included); holes stay holes.
+ * Walks of any depth keep a bounded number of descriptors (dircursor), never
+ * follow a symlink, never cross a mount and never open anything of the source
+ * but regular files and directories (a device node's open() runs its driver).
+ *
+ * A source in use is cloned as of one instant. FICLONE cannot run while the
+ * filesystem is frozen (it waits for the thaw like every writer), so the
+ * engine works in passes:
+ *   1. clone the tree while it is written to (each file is cloned atomically,
+ *      the tree as a whole is not);
+ *   2. freeze; compare source and clone read-only: where a file's blocks are
+ *      no longer shared (the source was written since: XFS copies on write),
+ *      read those bytes into memory, and note every other difference in
+ *      names, types, links and metadata; thaw;
+ *   3. apply the noted changes to the clone.
+ * The clone then equals the source at the instant of the freeze. If the
+ * changes to carry exceed CloneParams.delta_max, the freeze ends, step 1 is
+ * repeated on the clone (cheap: only what changed is cloned again) and the
+ * freeze is tried again, at most CloneParams.attempts times. The time frozen
+ * is bounded by CloneParams.freeze_budget_ms: past it the engine thaws and
+ * fails with -ETIME.
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CLONE_DELTA_MAX_DEFAULT (256ull << 20) /* bytes read while frozen, kept in memory */
+#define CLONE_ATTEMPTS_DEFAULT 4
+#define CLONE_DIR_ENTRIES_MAX 1000000          /* entries of one directory, held sorted in memory */
+
+typedef struct CloneParams {
+	int src_fd;                /* the source directory */
+	int dst_fd;                /* an empty directory on the same filesystem */
+	int freeze_fd;             /* the filesystem to freeze for a consistent clone, or -1 (source not in use) */
+	unsigned freeze_budget_ms; /* longest freeze */
+	uint64_t delta_max;        /* 0 = CLONE_DELTA_MAX_DEFAULT */
+	unsigned attempts;         /* 0 = CLONE_ATTEMPTS_DEFAULT */
+	bool allow_copy;           /* copy the data where blocks cannot be shared (only without freeze_fd) */
+} CloneParams;
+
+typedef struct CloneStats {
+	/* The source as of the clone's instant. */
+	uint64_t files, dirs, symlinks, specials, hardlinks; /* hardlinks: names beyond an inode's first */
+	uint64_t bytes;                                       /* sizes of regular files */
+	/* The work. */
+	uint64_t reflinked, copied; /* files whose content was shared / copied */
+	uint64_t delta_bytes;       /* bytes read while frozen and written after the thaw */
+	unsigned freezes;           /* freezes attempted */
+	uint64_t frozen_us;         /* the last freeze, FIFREEZE to FITHAW */
+	uint64_t freeze_call_us;    /* of which FIFREEZE itself (it flushes the filesystem) */
+	int64_t at;                 /* unix time of the instant the clone shows */
+	uint64_t elapsed_us;
+} CloneStats;
+
+/* Clones @p->src_fd into @p->dst_fd. On failure the destination is half-filled: the caller removes it. */
+int clone_tree(const CloneParams *p, CloneStats *ret_stats, char **reterr_msg);
+
+/*
+ * For tests: called after every live pass, right before the freeze, with the
+ * attempt number (0 first). Set it only while no clone runs.
+ */
+typedef void (*CloneBeforeFreezeHook)(void *userdata, unsigned attempt);
+void clone_set_before_freeze_hook(CloneBeforeFreezeHook hook, void *userdata);
+
+/* What a clone of @dirfd will be charged: allocated bytes and inodes (hard links counted once). */
+int clone_measure(int dirfd, uint64_t *ret_bytes, uint64_t *ret_inodes, char **reterr_msg);

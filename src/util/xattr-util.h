@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Extended attributes of one inode as a blob (POSIX ACLs included: they are
+ * the system.posix_acl_* attributes): read, compare, apply. An inode is named
+ * by an open descriptor (regular files, directories) or by (dirfd, name)
+ * without following a symlink, which needs the *xattrat system calls of
+ * Linux 6.13 (symlinks and special files are never opened: opening a device
+ * node runs its driver).
+ */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* XATTR_LIST_MAX and XATTR_SIZE_MAX of Linux: the most one inode can carry. */
+#define XATTR_UTIL_LIST_MAX 65536
+#define XATTR_UTIL_VALUE_MAX 65536
+
+typedef struct XattrTarget {
+	int fd;           /* >= 0: use it; else dirfd + name, never following a symlink */
+	int dirfd;
+	const char *name;
+} XattrTarget;
+
+/*
+ * Every attribute of @t, sorted by name, as one malloc'd blob (NULL, 0 when
+ * there is none). -EOPNOTSUPP when @t has no fd and the kernel lacks the
+ * *xattrat calls.
+ */
+int xattr_blob_read(const XattrTarget *t, void **ret_blob, size_t *ret_len);
+
+bool xattr_blob_equal(const void *a, size_t alen, const void *b, size_t blen);
+
+/* Makes @t carry exactly the attributes of @blob: removes the others, sets each. */
+int xattr_blob_apply(const XattrTarget *t, const void *blob, size_t len);
+
+/* The number of attributes in @blob. */
+size_t xattr_blob_count(const void *blob, size_t len);

@@ -1,0 +1,867 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The clone engine (src/clone*.c) and the freeze (src/freeze.c) on a real
+ * loop-backed XFS: a tree with every file type, hard links, holes,
+ * preallocation, owners, set-ID bits, nanosecond times, extended attributes,
+ * POSIX ACLs and file capabilities is cloned and compared with an independent
+ * comparator (tests/helpers/treecmp.c); both sides are then written
+ * independently. Changes made between the live pass and the freeze (a hook)
+ * must reach the clone through the frozen comparison; a writer thread running
+ * during the clone must be seen as of one instant. Needs root and xfsprogs.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/fs.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "clone.h"
+#include "clone-file.h"
+#include "freeze.h"
+#include "util/dircursor.h"
+#include "helpers/loopxfs.h"
+#include "helpers/treecmp.h"
+
+static LoopXfs lx;
+static char src[PATH_MAX], dst[PATH_MAX], tmpmnt[PATH_MAX];
+static int src_fd = -1, dst_fd = -1, root_fd = -1;
+
+static void require_root(void)
+{
+	if (geteuid() != 0)
+		cr_skip_test("needs root for loop devices");
+	if (access("/usr/sbin/mkfs.xfs", X_OK) != 0 && access("/sbin/mkfs.xfs", X_OK) != 0)
+		cr_skip_test("needs mkfs.xfs (package xfsprogs)");
+}
+
+static void open_dirs(void)
+{
+	snprintf(src, sizeof(src), "%s/src", lx.mountpoint);
+	snprintf(dst, sizeof(dst), "%s/dst", lx.mountpoint);
+	cr_assert_eq(mkdir(src, 0755), 0);
+	cr_assert_eq(mkdir(dst, 0700), 0);
+	src_fd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dst_fd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	root_fd = open(lx.mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cr_assert(src_fd >= 0 && dst_fd >= 0 && root_fd >= 0);
+}
+
+static void setup(void)
+{
+	int r;
+
+	require_root();
+	r = loopxfs_create(&lx, NULL, 3072);
+	cr_assert_eq(r, 0, "loopxfs_create: %s", strerror(-r));
+	open_dirs();
+}
+
+static void teardown(void)
+{
+	clone_set_before_freeze_hook(NULL, NULL);
+	/* A failed assertion while frozen must not leave a frozen filesystem to unmount. */
+	if (root_fd >= 0)
+		(void)freeze_thaw_leftover(root_fd);
+	if (tmpmnt[0])
+		(void)umount2(tmpmnt, MNT_DETACH);
+	tmpmnt[0] = '\0';
+	if (src_fd >= 0)
+		close(src_fd);
+	if (dst_fd >= 0)
+		close(dst_fd);
+	if (root_fd >= 0)
+		close(root_fd);
+	src_fd = dst_fd = root_fd = -1;
+	loopxfs_destroy(&lx);
+}
+
+TestSuite(clone, .init = setup, .fini = teardown, .timeout = 300);
+
+/* ---- building trees ---- */
+
+static char *P(const char *base, const char *rel)
+{
+	static char bufs[8][PATH_MAX + 300];
+	static int i;
+	char *b = bufs[i++ % 8];
+
+	snprintf(b, sizeof(bufs[0]), "%s/%s", base, rel);
+	return b;
+}
+
+static void put(const char *path, const void *data, size_t len, off_t off)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+
+	cr_assert_geq(fd, 0, "open %s: %s", path, strerror(errno));
+	cr_assert_eq(pwrite(fd, data, len, off), (ssize_t)len, "write %s: %s", path, strerror(errno));
+	close(fd);
+}
+
+static void put_random(const char *path, size_t len, off_t off, unsigned seed)
+{
+	char *buf = malloc(len);
+
+	for (size_t i = 0; i < len; i++) {
+		seed = seed * 1103515245u + 12345u;
+		buf[i] = (char)(seed >> 16);
+	}
+	put(path, buf, len, off);
+	free(buf);
+}
+
+static void set_times(const char *path, long sec, long nsec)
+{
+	struct timespec ts[2] = { { sec, nsec }, { sec + 7, nsec + 11 } };
+	cr_assert_eq(utimensat(AT_FDCWD, path, ts, AT_SYMLINK_NOFOLLOW), 0, "utimensat %s: %s", path, strerror(errno));
+}
+
+static void run_ok(const char *const *argv)
+{
+	int r = loopxfs_spawn(argv, NULL, 0);
+	cr_assert_eq(r, 0, "%s exited with %d", argv[0], r);
+}
+#define RUN_OK(...) run_ok((const char *const[]){ __VA_ARGS__, NULL })
+
+/* VFS_CAP_REVISION_2 with the effective flag: cap_net_bind_service permitted. */
+static const uint32_t file_caps[5] = { 0x02000001u, 1u << 10, 0, 0, 0 };
+
+/* Every file type, links, holes, owners, special bits, times, attributes, ACLs, odd names. */
+static void build_tree(const char *b)
+{
+	char longname[256], longtarget[1001], deep[PATH_MAX];
+
+	cr_assert_eq(mkdir(P(b, "a"), 0755), 0);
+	cr_assert_eq(mkdir(P(b, "a/b"), 0750), 0);
+	cr_assert_eq(mkdir(P(b, "a/b/c"), 0700), 0);
+	cr_assert_eq(mkdir(P(b, "empty"), 0755), 0);
+	cr_assert_eq(mkdir(P(b, "sticky"), 01777), 0);
+	cr_assert_eq(mkdir(P(b, "setgid"), 02775), 0);
+	cr_assert_eq(mkdir(P(b, "locked"), 0755), 0);
+
+	put(P(b, "small.txt"), "hello\n", 6, 0);
+	put_random(P(b, "big.bin"), 8 << 20, 0, 1);
+	put(P(b, "empty.file"), "", 0, 0);
+	/* 1 GiB apparent, three islands of data. */
+	put_random(P(b, "sparse.bin"), 4096, 0, 2);
+	put_random(P(b, "sparse.bin"), 65536, 100 << 20, 3);
+	put_random(P(b, "sparse.bin"), 4096, (1 << 30) - 4096, 4);
+	{
+		int fd = open(P(b, "prealloc.bin"), O_WRONLY | O_CREAT | O_CLOEXEC, 0640);
+		cr_assert_eq(fallocate(fd, 0, 0, 1 << 20), 0);
+		cr_assert_eq(pwrite(fd, "data", 4, 512 << 10), 4);
+		close(fd);
+	}
+	put_random(P(b, "a/b/c/inner.bin"), 300000, 0, 5);
+	put(P(b, "locked/inside"), "x", 1, 0);
+
+	/* One inode, three names in three directories. */
+	put_random(P(b, "hl.orig"), 70000, 0, 6);
+	cr_assert_eq(link(P(b, "hl.orig"), P(b, "a/hl.2")), 0);
+	cr_assert_eq(link(P(b, "hl.orig"), P(b, "a/b/hl.3")), 0);
+
+	cr_assert_eq(symlink("small.txt", P(b, "rel")), 0);
+	cr_assert_eq(symlink("/etc/passwd", P(b, "abs")), 0);
+	cr_assert_eq(symlink("nowhere/at/all", P(b, "dangling")), 0);
+	cr_assert_eq(symlink("a", P(b, "dirlink")), 0);
+	memset(longtarget, 'L', sizeof(longtarget) - 1);
+	longtarget[sizeof(longtarget) - 1] = '\0';
+	cr_assert_eq(symlink(longtarget, P(b, "longlink")), 0);
+	/* A hard link to a symlink (link() does not follow it). */
+	cr_assert_eq(linkat(AT_FDCWD, P(b, "rel"), AT_FDCWD, P(b, "rel.hard"), 0), 0);
+
+	cr_assert_eq(mkfifo(P(b, "fifo"), 0620), 0);
+	cr_assert_eq(mknod(P(b, "sock"), S_IFSOCK | 0600, 0), 0);
+	cr_assert_eq(mknod(P(b, "chr"), S_IFCHR | 0660, makedev(1, 3)), 0);
+	cr_assert_eq(mknod(P(b, "blk"), S_IFBLK | 0600, makedev(7, 200)), 0);
+	cr_assert_eq(mknod(P(b, "a/fifo.hard"), S_IFIFO | 0600, 0), 0);
+	cr_assert_eq(link(P(b, "a/fifo.hard"), P(b, "a/b/fifo.hard2")), 0);
+
+	put(P(b, "sp ace"), "1", 1, 0);
+	put(P(b, "new\nline"), "2", 1, 0);
+	put(P(b, "\xc3\xbc" "n" "\xc3\xaf" "c" "\xc3\xb8" "de"), "3", 1, 0);
+	put(P(b, "-dash"), "4", 1, 0);
+	memset(longname, 'n', 255);
+	longname[255] = '\0';
+	put(P(b, longname), "5", 1, 0);
+
+	/* 40 levels. */
+	snprintf(deep, sizeof(deep), "%s/deep", b);
+	for (int i = 0; i < 40; i++) {
+		cr_assert_eq(mkdir(deep, 0755), 0);
+		strcat(deep, "/d");
+	}
+	put(deep, "bottom", 6, 0);
+
+	/* Owners and special bits (set after chown, which clears them). */
+	cr_assert_eq(chown(P(b, "small.txt"), 1000, 1000), 0);
+	cr_assert_eq(chown(P(b, "big.bin"), 999, 50), 0);
+	cr_assert_eq(lchown(P(b, "rel"), 65534, 65534), 0);
+	cr_assert_eq(chown(P(b, "a/b"), 1234, 4321), 0);
+	cr_assert_eq(chown(P(b, "fifo"), 42, 43), 0);
+	cr_assert_eq(chmod(P(b, "big.bin"), 06755), 0);
+	cr_assert_eq(chmod(P(b, "empty.file"), 0), 0);
+
+	/* Attributes: user, trusted, a capability, and ACLs. */
+	cr_assert_eq(setxattr(P(b, "small.txt"), "user.color", "blue", 4, 0), 0);
+	cr_assert_eq(setxattr(P(b, "a"), "user.dir", "yes", 3, 0), 0);
+	cr_assert_eq(setxattr(P(b, "big.bin"), "trusted.secret", "\0\1\2", 3, 0), 0);
+	cr_assert_eq(setxattr(P(b, "hl.orig"), "user.big", longtarget, 1000, 0), 0);
+	cr_assert_eq(lsetxattr(P(b, "fifo"), "trusted.on-fifo", "f", 1, 0), 0);
+	cr_assert_eq(lsetxattr(P(b, "rel"), "trusted.on-link", "l", 1, 0), 0,
+		     "trusted xattr on a symlink: %s", strerror(errno));
+	cr_assert_eq(setxattr(P(b, "a/b/c/inner.bin"), "security.capability", file_caps, sizeof(file_caps), 0), 0,
+		     "setting a file capability: %s", strerror(errno));
+	RUN_OK("setfacl", "-m", "u:1234:rwx,g:4321:r-x,m::rwx", P(b, "small.txt"));
+	RUN_OK("setfacl", "-m", "u:77:r-x", "-m", "d:u:77:rwx", "-m", "d:g:88:r-x", P(b, "setgid"));
+
+	/* Times last, deepest first, so that nothing moves them afterwards. */
+	const char *timed[] = { "small.txt", "big.bin", "sparse.bin", "empty.file", "prealloc.bin", "hl.orig",
+				"rel", "abs", "dangling", "fifo", "sock", "chr", "blk", "a/b/c/inner.bin",
+				"a/b/c", "a/b", "a", "empty", "sticky", "setgid", "locked/inside", "locked" };
+	for (size_t i = 0; i < sizeof(timed) / sizeof(timed[0]); i++)
+		set_times(P(b, timed[i]), 1500000000 + (long)i * 1000, 123456789 + (long)i);
+	cr_assert_eq(chmod(P(b, "locked"), 0), 0);
+	set_times(b, 1600000000, 5);
+}
+
+static void assert_same(const char *a, const char *b)
+{
+	char why[1024];
+	int r = treecmp(a, b, 0, why, sizeof(why));
+	cr_assert_eq(r, 0, "trees differ: %s", why);
+}
+
+/* An empty clone directory again. */
+static void reset_dst(void)
+{
+	RUN_OK("rm", "-rf", dst);
+	cr_assert_eq(mkdir(dst, 0700), 0);
+	close(dst_fd);
+	dst_fd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cr_assert_geq(dst_fd, 0);
+}
+
+static int do_clone(int freeze_fd, unsigned budget_ms, CloneStats *st, char **err)
+{
+	CloneParams p = { .src_fd = src_fd, .dst_fd = dst_fd, .freeze_fd = freeze_fd, .freeze_budget_ms = budget_ms };
+
+	return clone_tree(&p, st, err);
+}
+
+static void assert_not_frozen(void)
+{
+	cr_assert_eq(freeze_thaw_leftover(root_fd), 0, "the filesystem was left frozen");
+}
+
+/* ---- the tree, compared ---- */
+
+Test(clone, every_file_type_is_cloned_exactly_and_shares_its_blocks)
+{
+	CloneStats st;
+	char *err = NULL, out[4096];
+	uint64_t alloc = 0, shared = 0;
+	struct statfs before, after;
+	int64_t used;
+	int r;
+
+	build_tree(src);
+	cr_assert_eq(syncfs(root_fd), 0); /* settle delayed allocation before counting free blocks */
+	cr_assert_eq(statfs(lx.mountpoint, &before), 0);
+	r = do_clone(-1, 0, &st, &err);
+	cr_assert_eq(r, 0, "clone_tree: %s", err ? err : strerror(-r));
+	assert_same(src, dst);
+
+	/* The comparator really saw the attributes it compared. */
+	cr_assert_gt(lgetxattr(P(dst, "small.txt"), "system.posix_acl_access", NULL, 0), 0);
+	cr_assert_gt(lgetxattr(P(dst, "setgid"), "system.posix_acl_default", NULL, 0), 0);
+	cr_assert_eq(lgetxattr(P(dst, "a/b/c/inner.bin"), "security.capability", NULL, 0), (ssize_t)sizeof(file_caps));
+	r = loopxfs_spawn((const char *const[]){ "getfacl", "-n", "--omit-header", P(dst, "setgid"), NULL }, out,
+			  sizeof(out));
+	cr_assert_eq(r, 0);
+	cr_assert(strstr(out, "user:77:r-x") && strstr(out, "default:user:77:rwx") && strstr(out, "default:group:88:r-x"),
+		  "getfacl of the clone: %s", out);
+
+	/* What the engine counted. */
+	cr_assert_eq(st.dirs, 7 + 40, "dirs %llu", (unsigned long long)st.dirs);
+	cr_assert_eq(st.symlinks, 5, "symlinks %llu", (unsigned long long)st.symlinks);
+	cr_assert_eq(st.specials, 5, "specials %llu", (unsigned long long)st.specials);
+	cr_assert_eq(st.hardlinks, 4, "extra names %llu", (unsigned long long)st.hardlinks);
+	cr_assert_eq(st.files, 14, "files %llu", (unsigned long long)st.files);
+	cr_assert_eq(st.freezes, 0);
+	cr_assert_eq(st.reflinked, st.files);
+	cr_assert_eq(st.copied, 0);
+
+	/* Every allocated block of the clone is shared: the clone cost metadata only. */
+	cr_assert_eq(tree_shared_bytes(dst, &alloc, &shared), 0);
+	cr_assert_gt(alloc, 8u << 20);
+	cr_assert_eq(shared, alloc, "%llu of %llu bytes shared", (unsigned long long)shared, (unsigned long long)alloc);
+	cr_assert_eq(statfs(lx.mountpoint, &after), 0);
+	used = ((int64_t)before.f_bfree - (int64_t)after.f_bfree) * (int64_t)before.f_bsize;
+	cr_assert_lt(used, 2 << 20, "the clone of %llu bytes used %lld bytes", (unsigned long long)st.bytes,
+		     (long long)used);
+	free(err);
+}
+
+static void read_back(const char *path, off_t off, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pread(fd, buf, len, off), (ssize_t)len);
+	close(fd);
+}
+
+Test(clone, both_sides_are_written_independently)
+{
+	char *err = NULL, a[16], b[16], why[512];
+	struct stat st;
+	int r;
+
+	build_tree(src);
+	r = do_clone(-1, 0, NULL, &err);
+	cr_assert_eq(r, 0, "clone_tree: %s", err ? err : strerror(-r));
+	read_back(P(src, "big.bin"), 4096, a, sizeof(a));
+
+	/* Source side: overwrite shared blocks, shrink a hard-linked file, change attributes. */
+	put(P(src, "big.bin"), "SOURCE-WROTE-HER", 16, 4096);
+	cr_assert_eq(truncate(P(src, "hl.orig"), 10), 0);
+	cr_assert_eq(chmod(P(src, "small.txt"), 0600), 0);
+	cr_assert_eq(setxattr(P(src, "small.txt"), "user.color", "red", 3, 0), 0);
+	/* Clone side: overwrite, grow a sparse file, write through a hard link. */
+	put(P(dst, "a/b/c/inner.bin"), "CLONE-WROTE-HERE", 16, 0);
+	put(P(dst, "sparse.bin"), "tail", 4, (off_t)2 << 30);
+	put(P(dst, "a/hl.2"), "via-link", 8, 0);
+
+	read_back(P(dst, "big.bin"), 4096, b, sizeof(b));
+	cr_assert_arr_eq(a, b, sizeof(a), "a write to the source changed the clone");
+	read_back(P(src, "a/b/c/inner.bin"), 0, a, sizeof(a));
+	cr_assert_neq(memcmp(a, "CLONE-WROTE-HERE", 16), 0, "a write to the clone changed the source");
+	cr_assert_eq(stat(P(src, "sparse.bin"), &st), 0);
+	cr_assert_eq(st.st_size, 1 << 30);
+	cr_assert_eq(stat(P(dst, "hl.orig"), &st), 0);
+	cr_assert_eq(st.st_size, 70000, "a truncate of the source reached the clone");
+	read_back(P(dst, "a/b/hl.3"), 0, a, 8);
+	cr_assert_arr_eq(a, "via-link", 8, "the clone's hard links are not one inode");
+	read_back(P(src, "a/hl.2"), 0, a, 8);
+	cr_assert_neq(memcmp(a, "via-link", 8), 0, "a write through the clone's link changed the source");
+	cr_assert_eq(getxattr(P(dst, "small.txt"), "user.color", a, sizeof(a)), 4);
+	cr_assert_arr_eq(a, "blue", 4);
+	cr_assert_eq(stat(P(dst, "small.txt"), &st), 0);
+	cr_assert_eq(st.st_mode & 07777, 0674, "mode %o", st.st_mode & 07777); /* the ACL mask rwx shows as group bits */
+	/* And the comparator notices the divergence. */
+	cr_assert_neq(treecmp(src, dst, 0, why, sizeof(why)), 0);
+	free(err);
+}
+
+/* ---- changes between the live pass and the freeze reach the clone ---- */
+
+static void change_everything(void *userdata, unsigned attempt)
+{
+	const char *b = userdata;
+	int fd;
+
+	if (attempt > 0)
+		return;
+	put(P(b, "big.bin"), "changed-in-the-middle", 21, 1 << 20);
+	put(P(b, "small.txt"), "appended\n", 9, 6);
+	cr_assert_eq(truncate(P(b, "sparse.bin"), 500 << 20), 0);
+	fd = open(P(b, "big.bin"), O_WRONLY | O_CLOEXEC);
+	cr_assert_eq(fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 2 << 20, 65536), 0);
+	close(fd);
+	put_random(P(b, "new.bin"), 200000, 0, 9);
+	cr_assert_eq(mkdir(P(b, "newdir"), 0711), 0);
+	put(P(b, "newdir/f"), "new", 3, 0);
+	cr_assert_eq(unlink(P(b, "-dash")), 0);
+	cr_assert_eq(rmdir(P(b, "empty")), 0);
+	cr_assert_eq(rename(P(b, "a/b/c"), P(b, "a/c2")), 0);
+	cr_assert_eq(unlink(P(b, "dangling")), 0);
+	cr_assert_eq(symlink("somewhere/else", P(b, "dangling")), 0);
+	/* Type changes: a file becomes a directory, a FIFO a file, a directory a symlink. */
+	cr_assert_eq(unlink(P(b, "sp ace")), 0);
+	cr_assert_eq(mkdir(P(b, "sp ace"), 0700), 0);
+	cr_assert_eq(unlink(P(b, "fifo")), 0);
+	put(P(b, "fifo"), "now a file", 10, 0);
+	cr_assert_eq(rmdir(P(b, "sticky")), 0);
+	cr_assert_eq(symlink("a", P(b, "sticky")), 0);
+	/* Links: a fourth name, one name less, a name moved to another inode. */
+	cr_assert_eq(link(P(b, "hl.orig"), P(b, "newdir/hl.4")), 0);
+	cr_assert_eq(unlink(P(b, "a/b/hl.3")), 0);
+	cr_assert_eq(unlink(P(b, "a/hl.2")), 0);
+	cr_assert_eq(link(P(b, "new.bin"), P(b, "a/hl.2")), 0);
+	/* Metadata only. */
+	cr_assert_eq(chmod(P(b, "prealloc.bin"), 0444), 0);
+	cr_assert_eq(chown(P(b, "abs"), 5, 5), 0);
+	cr_assert_eq(setxattr(P(b, "small.txt"), "user.color", "green", 5, 0), 0);
+	cr_assert_eq(removexattr(P(b, "a"), "user.dir"), 0);
+	RUN_OK("setfacl", "-m", "u:99:r--", P(b, "setgid"));
+	set_times(P(b, "locked/inside"), 1700000000, 1);
+}
+
+Test(clone, changes_before_the_freeze_reach_the_clone)
+{
+	CloneStats st;
+	char *err = NULL;
+	int r;
+
+	build_tree(src);
+	clone_set_before_freeze_hook(change_everything, src);
+	r = do_clone(root_fd, 5000, &st, &err);
+	cr_assert_eq(r, 0, "clone_tree: %s", err ? err : strerror(-r));
+	assert_not_frozen();
+	assert_same(src, dst);
+	cr_assert_eq(st.freezes, 1);
+	cr_assert_geq(st.delta_bytes, 200000 + 21 + 9, "delta %llu", (unsigned long long)st.delta_bytes);
+	cr_assert_gt(st.frozen_us, 0);
+	cr_assert_lt(st.frozen_us, 5000000u);
+	free(err);
+}
+
+static void write_a_mebibyte(void *userdata, unsigned attempt)
+{
+	char name[64];
+
+	snprintf(name, sizeof(name), "churn.%u", attempt);
+	put_random(P(userdata, name), 1 << 20, 0, attempt + 100);
+}
+
+Test(clone, more_change_than_the_plan_holds_syncs_again_then_gives_up)
+{
+	CloneParams p = { .src_fd = src_fd, .dst_fd = dst_fd, .freeze_fd = root_fd, .freeze_budget_ms = 5000,
+			  .delta_max = 256 << 10, .attempts = 3 };
+	CloneStats st;
+	char *err = NULL;
+	int r;
+
+	put_random(P(src, "base"), 1 << 20, 0, 1);
+	clone_set_before_freeze_hook(write_a_mebibyte, src);
+	r = clone_tree(&p, &st, &err);
+	cr_assert_eq(r, -EAGAIN, "clone_tree returned %d: %s", r, err ? err : "");
+	cr_assert(err && strstr(err, "kept changing") && strstr(err, "3 times"), "message: %s", err);
+	cr_assert_eq(st.freezes, 3);
+	assert_not_frozen();
+	free(err);
+	err = NULL;
+
+	/* With room for the change the same thing works, and the resyncs made churn.0 and churn.1 shared clones. */
+	p.delta_max = 4 << 20;
+	reset_dst();
+	r = clone_tree(&p, &st, &err);
+	cr_assert_eq(r, 0, "clone_tree: %s", err ? err : strerror(-r));
+	cr_assert_eq(st.freezes, 1);
+	cr_assert_geq(st.delta_bytes, 1 << 20);
+	assert_same(src, dst);
+	free(err);
+}
+
+/* ---- one instant while a writer runs ---- */
+
+/*
+ * Op i of the writer: every 50th creates new.<i> (content i), the 25th after
+ * it unlinks that file, every other op writes i into slot i/8 of w.<i%8>. A
+ * tree that shows one instant shows exactly the ops before some n.
+ */
+#define WRITER_FILES 8
+
+typedef struct Writer {
+	const char *dir;
+	atomic_bool stop;
+	atomic_ulong ops;
+	int fds[WRITER_FILES];
+} Writer;
+
+static bool is_write_op(unsigned long i)
+{
+	return i % 50 != 0 && i % 50 != 25;
+}
+
+static void *writer_main(void *userdata)
+{
+	Writer *w = userdata;
+	char path[PATH_MAX + 64]; /* not P(): its buffers belong to the main thread */
+
+	for (unsigned long i = 0; !atomic_load(&w->stop); i++) {
+		if (i % 50 == 0) {
+			snprintf(path, sizeof(path), "%s/new.%lu", w->dir, i);
+			put(path, &i, sizeof(i), 0);
+		} else if (i % 50 == 25) {
+			snprintf(path, sizeof(path), "%s/new.%lu", w->dir, i - 25);
+			if (unlink(path) < 0)
+				abort();
+		} else if (pwrite(w->fds[i % WRITER_FILES], &i, sizeof(i), (off_t)(i / WRITER_FILES) * 8) != 8)
+			abort();
+		atomic_store(&w->ops, i + 1);
+	}
+	return NULL;
+}
+
+static void writer_start(Writer *w, pthread_t *t, const char *dir)
+{
+	char name[32];
+
+	*w = (Writer){ .dir = dir };
+	for (int k = 0; k < WRITER_FILES; k++) {
+		snprintf(name, sizeof(name), "w.%d", k);
+		w->fds[k] = open(P(dir, name), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		cr_assert_geq(w->fds[k], 0);
+	}
+	cr_assert_eq(pthread_create(t, NULL, writer_main, w), 0);
+	while (atomic_load(&w->ops) < 2000)
+		usleep(1000);
+}
+
+static unsigned long writer_stop(Writer *w, pthread_t t)
+{
+	atomic_store(&w->stop, true);
+	pthread_join(t, NULL);
+	for (int k = 0; k < WRITER_FILES; k++)
+		close(w->fds[k]);
+	return atomic_load(&w->ops);
+}
+
+/* Whether the writer's files under @dir show the state after ops [0, n) for one n. Sets *ret_n. */
+static bool one_instant(const char *dir, unsigned long max_ops, unsigned long *ret_n, char *why, size_t why_len)
+{
+	unsigned long last = 0, next;
+	bool any = false;
+
+	/* The visible writes must be a prefix of the write ops. */
+	for (unsigned long i = 1; i < max_ops; i++) {
+		char name[32];
+		unsigned long v = 0;
+		int fd;
+
+		if (!is_write_op(i))
+			continue;
+		snprintf(name, sizeof(name), "w.%lu", i % WRITER_FILES);
+		fd = open(P(dir, name), O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || pread(fd, &v, 8, (off_t)(i / WRITER_FILES) * 8) < 0)
+			v = 0;
+		if (fd >= 0)
+			close(fd);
+		if (v != 0 && v != i) {
+			snprintf(why, why_len, "slot of op %lu holds %lu", i, v);
+			return false;
+		}
+		if (v == i) {
+			if (any && last != i - 1 && !(i >= 2 && !is_write_op(i - 1) && last == i - 2) &&
+			    !(last == i - 1)) {
+				/* A gap: some write op between last and i is missing. */
+				for (unsigned long j = last + 1; j < i; j++)
+					if (is_write_op(j)) {
+						snprintf(why, why_len, "op %lu is visible but op %lu is not", i, j);
+						return false;
+					}
+			}
+			if (!any && i > 1) {
+				for (unsigned long j = 1; j < i; j++)
+					if (is_write_op(j)) {
+						snprintf(why, why_len, "op %lu is visible but op %lu is not", i, j);
+						return false;
+					}
+			}
+			last = i;
+			any = true;
+		}
+	}
+	/* The instant n lies after the last visible write and at or before the next write op. */
+	for (next = last + 1; !is_write_op(next); next++)
+		;
+	for (unsigned long n = last + 1; n <= next; n++) {
+		bool ok = true;
+		for (unsigned long c = 0; c < max_ops + 50 && ok; c += 50) {
+			char name[32];
+			struct stat st;
+			bool exists, should = c < n && n <= c + 25;
+
+			snprintf(name, sizeof(name), "new.%lu", c);
+			exists = lstat(P(dir, name), &st) == 0;
+			ok = exists == should;
+		}
+		if (ok) {
+			*ret_n = n;
+			return true;
+		}
+	}
+	snprintf(why, why_len, "the created and unlinked files do not match the instant after op %lu", last);
+	return false;
+}
+
+Test(clone, a_running_writer_is_seen_as_of_one_instant)
+{
+	for (int round = 0; round < 3; round++) {
+		Writer w;
+		pthread_t t;
+		CloneStats st;
+		char *err = NULL, why[256];
+		unsigned long n = 0, total;
+		int r;
+
+		char dir[32];
+
+		if (round > 0)
+			reset_dst();
+		/* A fresh directory each round: the checker reads only this round's ops. */
+		snprintf(dir, sizeof(dir), "r%d", round);
+		cr_assert_eq(mkdir(P(src, dir), 0755), 0);
+		writer_start(&w, &t, strdup(P(src, dir)));
+		r = do_clone(root_fd, 5000, &st, &err);
+		total = writer_stop(&w, t);
+		cr_assert_eq(r, 0, "clone_tree: %s", err ? err : strerror(-r));
+		assert_not_frozen();
+		char *cdir = strdup(P(dst, dir)); /* one_instant() uses P() itself */
+		cr_assert(one_instant(cdir, total, &n, why, sizeof(why)), "round %d: %s", round, why);
+		free(cdir);
+		cr_assert_gt(n, 2000);
+		cr_assert_lt(n, total, "the clone shows the end, not the middle of the run");
+		cr_log_info("round %d: clone shows op %lu of %lu; %u freeze(s), %.1f ms frozen, %llu bytes carried", round,
+			    n, total, st.freezes, st.frozen_us / 1000.0, (unsigned long long)st.delta_bytes);
+		free(err);
+	}
+}
+
+Test(clone, the_instant_checker_catches_a_file_by_file_copy)
+{
+	Writer w;
+	pthread_t t;
+	char why[256], name[32];
+	unsigned long n = 0, total;
+
+	writer_start(&w, &t, src);
+	/* What a naive clone does: one file after the other while the writer runs. */
+	for (int k = 0; k < WRITER_FILES; k++) {
+		int a, b;
+
+		snprintf(name, sizeof(name), "w.%d", k);
+		a = open(P(src, name), O_RDONLY | O_CLOEXEC);
+		b = open(P(dst, name), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		cr_assert_eq(ioctl(b, FICLONE, a), 0);
+		close(a);
+		close(b);
+		usleep(20000);
+	}
+	total = writer_stop(&w, t);
+	cr_assert_not(one_instant(dst, total, &n, why, sizeof(why)), "a file-by-file copy passed as one instant");
+	cr_log_info("file-by-file copy rejected: %s", why);
+}
+
+/* ---- limits and refusals ---- */
+
+Test(clone, freeze_budget_exceeded_thaws_and_says_how_long_and_how_many)
+{
+	char *err = NULL, name[32];
+	CloneStats st;
+	int r;
+
+	for (int i = 0; i < 3000; i++) {
+		snprintf(name, sizeof(name), "f%04d", i);
+		put(P(src, name), name, 5, 0);
+	}
+	r = do_clone(root_fd, 1, &st, &err);
+	cr_assert_eq(r, -ETIME, "clone_tree returned %d: %s", r, err ? err : "");
+	cr_assert(err && strstr(err, "budget of 1 ms") && strstr(err, "ms frozen") && strstr(err, "of 3000 entries"),
+		  "message: %s", err);
+	assert_not_frozen();
+	free(err);
+}
+
+static int count_fds(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+static void change_the_bottom(void *userdata, unsigned attempt)
+{
+	put(userdata, "changed at the bottom", 21, 0);
+}
+
+Test(clone, a_tree_300_deep_with_bounded_descriptors)
+{
+	char path[PATH_MAX * 2] = "";
+	struct rlimit rl;
+	CloneStats st;
+	char *err = NULL;
+	int fds, r;
+
+	snprintf(path, sizeof(path), "%s", src);
+	for (int i = 0; i < 300; i++) {
+		strcat(path, i % 2 ? "/dd" : "/d");
+		cr_assert_eq(mkdir(path, 0755), 0, "mkdir at depth %d: %s", i, strerror(errno));
+		if (i % 10 == 0) {
+			char f[PATH_MAX * 2 + 8];
+			snprintf(f, sizeof(f), "%s/f", path);
+			put_random(f, 5000, 0, (unsigned)i);
+		}
+	}
+	strcat(path, "/bottom");
+	put(path, "the bottom", 10, 0);
+	/* Two cursors of DIRCURSOR_OPEN_MAX, the roots, a listing and the files at hand. */
+	fds = count_fds();
+	rl.rlim_cur = rl.rlim_max = (rlim_t)(fds + 2 * DIRCURSOR_OPEN_MAX + 6);
+	cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	r = do_clone(-1, 0, &st, &err);
+	cr_assert_eq(r, 0, "clone_tree: %s", err ? err : strerror(-r));
+	cr_assert_eq(count_fds(), fds, "descriptors leaked");
+	cr_assert_eq(st.dirs, 300);
+	assert_same(src, dst);
+
+	/* The frozen comparison and the plan go just as deep. */
+	reset_dst();
+	clone_set_before_freeze_hook(change_the_bottom, path);
+	r = do_clone(root_fd, 5000, &st, &err);
+	cr_assert_eq(r, 0, "clone_tree: %s", err ? err : strerror(-r));
+	assert_not_frozen();
+	assert_same(src, dst);
+	cr_assert_eq(count_fds(), fds + 0, "descriptors leaked");
+	free(err);
+}
+
+Test(clone, a_mount_inside_the_source_is_refused)
+{
+	char *err = NULL;
+	int r;
+
+	cr_assert_eq(mkdir(P(src, "a"), 0755), 0);
+	cr_assert_eq(mkdir(P(src, "a/mnt"), 0755), 0);
+	snprintf(tmpmnt, sizeof(tmpmnt), "%s/a/mnt", src);
+	cr_assert_eq(mount("tmpfs", tmpmnt, "tmpfs", 0, "size=1m"), 0);
+	put(P(src, "a/mnt/outside"), "x", 1, 0);
+	r = do_clone(-1, 0, NULL, &err);
+	cr_assert_eq(r, -EXDEV, "clone_tree returned %d: %s", r, err ? err : "");
+	cr_assert(err && strstr(err, "mount point inside the source at 'a/mnt'"), "message: %s", err);
+	cr_assert_neq(access(P(dst, "a/mnt/outside"), F_OK), 0, "the clone crossed the mount");
+	free(err);
+}
+
+Test(clone, measure_counts_blocks_once_per_inode)
+{
+	uint64_t bytes = 0, inodes = 0;
+	char *err = NULL;
+	struct stat a, b;
+
+	build_tree(src);
+	cr_assert_eq(clone_measure(src_fd, &bytes, &inodes, &err), 0, "%s", err);
+	cr_assert_eq(stat(P(src, "big.bin"), &a), 0);
+	cr_assert_eq(stat(P(src, "hl.orig"), &b), 0);
+	/* 47 directories, the root, 14 regular files, 5 symlinks, 5 special files (hard links once). */
+	cr_assert_eq(inodes, 47 + 1 + 14 + 5 + 5, "inodes %llu", (unsigned long long)inodes);
+	cr_assert_geq(bytes, (uint64_t)(a.st_blocks + b.st_blocks) * 512);
+	cr_assert_lt(bytes, (uint64_t)(a.st_blocks + b.st_blocks) * 512 + (4u << 20));
+	free(err);
+}
+
+/* ---- the freeze ---- */
+
+Test(clone, guardian_thaws_past_the_deadline)
+{
+	Freeze f;
+	int r;
+
+	cr_assert_eq(freeze_begin(&f, root_fd, 50), 0);
+	usleep((50 + FREEZE_GUARD_GRACE_MS + 500) * 1000);
+	cr_assert_eq(freeze_thaw_leftover(root_fd), 0, "still frozen past the guardian's deadline");
+	r = freeze_end(&f, NULL);
+	cr_assert_eq(r, -ESTALE, "freeze_end: %d", r);
+}
+
+Test(clone, guardian_thaws_when_its_daemon_dies)
+{
+	pid_t pid = fork();
+	int status;
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		Freeze f;
+		_exit(freeze_begin(&f, root_fd, 60000) == 0 ? 0 : 1);
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	usleep(300000);
+	cr_assert_eq(freeze_thaw_leftover(root_fd), 0, "the guardian did not thaw after its parent died");
+}
+
+Test(clone, a_frozen_filesystem_is_refused_and_a_leftover_thawed)
+{
+	Freeze f;
+
+	cr_assert_eq(ioctl(root_fd, FIFREEZE, 0), 0);
+	cr_assert_eq(freeze_begin(&f, root_fd, 100), -EBUSY);
+	cr_assert_eq(freeze_thaw_leftover(root_fd), 1, "it was frozen");
+	cr_assert_eq(freeze_thaw_leftover(root_fd), 0, "it was thawed");
+}
+
+/* ---- a filesystem without reflink ---- */
+
+static void setup_noreflink(void)
+{
+	int r;
+
+	require_root();
+	r = loopxfs_create_full(&lx, NULL, 512, NULL);
+	cr_assert_eq(r, 0, "loopxfs_create_full: %s", strerror(-r));
+	RUN_OK("mkfs.xfs", "-q", "-f", "-m", "reflink=0", "-L", lx.label, lx.device);
+	r = loopxfs_mount(&lx, NULL);
+	cr_assert_eq(r, 0, "loopxfs_mount: %s", strerror(-r));
+	open_dirs();
+}
+
+TestSuite(clone_noreflink, .init = setup_noreflink, .fini = teardown, .timeout = 120);
+
+Test(clone_noreflink, refused_unless_a_copy_is_allowed)
+{
+	CloneParams p = { .src_fd = src_fd, .dst_fd = dst_fd, .freeze_fd = -1 };
+	CloneStats st;
+	char *err = NULL;
+	int r;
+
+	cr_assert_eq(clone_file_probe_reflink(root_fd), 0);
+	put_random(P(src, "data"), 1 << 20, 0, 1);
+	put_random(P(src, "sparse"), 4096, 64 << 20, 2);
+	cr_assert_eq(mkdir(P(src, "d"), 0700), 0);
+	put(P(src, "d/f"), "f", 1, 0);
+	r = clone_tree(&p, &st, &err);
+	cr_assert_eq(r, -EOPNOTSUPP, "clone_tree returned %d: %s", r, err ? err : "");
+	cr_assert(err && strstr(err, "cannot share the blocks of"), "message: %s", err);
+	free(err);
+	err = NULL;
+
+	reset_dst();
+	p.dst_fd = dst_fd;
+	p.allow_copy = true;
+	r = clone_tree(&p, &st, &err);
+	cr_assert_eq(r, 0, "clone_tree: %s", err ? err : strerror(-r));
+	cr_assert_eq(st.copied, 3);
+	cr_assert_eq(st.reflinked, 0);
+	assert_same(src, dst); /* holes included: the same blocks are allocated */
+
+	/* A source in use cannot be copied consistently: the frozen comparison would read everything. */
+	reset_dst();
+	p.dst_fd = dst_fd;
+	p.freeze_fd = root_fd;
+	p.freeze_budget_ms = 1000;
+	free(err);
+	err = NULL;
+	r = clone_tree(&p, &st, &err);
+	cr_assert_eq(r, -EOPNOTSUPP, "clone_tree returned %d: %s", r, err ? err : "");
+	assert_not_frozen();
+	free(err);
+}
