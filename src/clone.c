@@ -66,7 +66,6 @@ typedef struct Walk {
 	const CloneParams *p;
 	CloneStats *st;
 	DirCursor s, c;
-	dev_t dev;
 	Frame *frames;
 	size_t depth, cap;
 	size_t entered; /* capture: frames [0, entered) have had their ENTER emitted */
@@ -667,7 +666,6 @@ static int do_dir(Walk *w, Frame *f, const char *name, bool c_exists)
 
 static int handle_entry(Walk *w, Frame *f, const char *name)
 {
-	int sdir = dircursor_fd(&w->s);
 	struct stat ss, cs = { 0 };
 	bool c_exists = false;
 	uint64_t c_ino = 0;
@@ -676,8 +674,10 @@ static int handle_entry(Walk *w, Frame *f, const char *name)
 	if (w->mode == WALK_CAPTURE && freeze_now_us() > w->deadline_us)
 		return -ETIME;
 	w->examined++;
-	if (fstatat(sdir, name, &ss, AT_SYMLINK_NOFOLLOW) < 0) {
-		r = negative_errno();
+	r = dircursor_stat(&w->s, name, &ss);
+	if (r == -EXDEV)
+		return fail(w, r, "a mount point inside the source at", name);
+	if (r < 0) {
 		if (!(w->tolerant && r == -ENOENT))
 			return fail(w, r, "cannot stat", name);
 		/* Gone from the source since it was listed: gone from the clone too. */
@@ -685,8 +685,6 @@ static int handle_entry(Walk *w, Frame *f, const char *name)
 			return remove_c(w, f, name);
 		return 0;
 	}
-	if (ss.st_dev != w->dev)
-		return fail(w, -EXDEV, "a mount point inside the source at", name);
 
 	if (w->mode == WALK_MEASURE) {
 		if (S_ISDIR(ss.st_mode))
@@ -856,7 +854,6 @@ static int walk_run(Walk *w, bool fresh)
 		return fail(w, r, "cannot open the source", NULL);
 	if (fstat(w->p->src_fd, &a) < 0)
 		return fail(w, negative_errno(), "cannot stat the source", NULL);
-	w->dev = a.st_dev;
 	if (w->mode != WALK_MEASURE) {
 		if (fstat(w->p->dst_fd, &b) < 0)
 			return fail(w, negative_errno(), "cannot stat the clone", NULL);

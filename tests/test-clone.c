@@ -750,6 +750,30 @@ Test(clone, a_mount_inside_the_source_is_refused)
 	cr_assert(err && strstr(err, "mount point inside the source at 'a/mnt'"), "message: %s", err);
 	cr_assert_neq(access(P(dst, "a/mnt/outside"), F_OK), 0, "the clone crossed the mount");
 	free(err);
+	err = NULL;
+	cr_assert_eq(umount(tmpmnt), 0);
+
+	/* A bind mount of the same filesystem: same device, another mount ID. */
+	reset_dst();
+	cr_assert_eq(mkdir(P(lx.mountpoint, "elsewhere"), 0755), 0);
+	put(P(lx.mountpoint, "elsewhere/secret"), "s", 1, 0);
+	cr_assert_eq(mount(P(lx.mountpoint, "elsewhere"), tmpmnt, NULL, MS_BIND, NULL), 0);
+	r = do_clone(-1, 0, NULL, &err);
+	cr_assert_eq(r, -EXDEV, "clone_tree returned %d: %s", r, err ? err : "");
+	cr_assert_neq(access(P(dst, "a/mnt/secret"), F_OK), 0, "the clone crossed the bind mount");
+	free(err);
+	err = NULL;
+	cr_assert_eq(umount(tmpmnt), 0);
+
+	/* A bind-mounted file is a mount point too. */
+	reset_dst();
+	put(P(src, "a/file"), "f", 1, 0);
+	snprintf(tmpmnt, sizeof(tmpmnt), "%s/a/file", src);
+	cr_assert_eq(mount(P(lx.mountpoint, "elsewhere/secret"), tmpmnt, NULL, MS_BIND, NULL), 0);
+	r = do_clone(-1, 0, NULL, &err);
+	cr_assert_eq(r, -EXDEV, "clone_tree returned %d: %s", r, err ? err : "");
+	cr_assert(err && strstr(err, "'a/file'"), "message: %s", err);
+	free(err);
 }
 
 Test(clone, measure_counts_blocks_once_per_inode)

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "util/dircursor.h"
@@ -9,14 +11,47 @@
 
 #define DIR_OPEN_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 
+/* statx() as a struct stat plus the mount ID. */
+static int stat_at(int dirfd, const char *name, int flags, struct stat *st, uint64_t *ret_mnt_id)
+{
+	struct statx sx;
+
+	if (statx(dirfd, name, flags | AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_BASIC_STATS | STATX_MNT_ID, &sx) < 0)
+		return negative_errno();
+	*st = (struct stat){
+		.st_dev = makedev(sx.stx_dev_major, sx.stx_dev_minor),
+		.st_ino = sx.stx_ino,
+		.st_mode = sx.stx_mode,
+		.st_nlink = sx.stx_nlink,
+		.st_uid = sx.stx_uid,
+		.st_gid = sx.stx_gid,
+		.st_rdev = makedev(sx.stx_rdev_major, sx.stx_rdev_minor),
+		.st_size = (off_t)sx.stx_size,
+		.st_blksize = (blksize_t)sx.stx_blksize,
+		.st_blocks = (blkcnt_t)sx.stx_blocks,
+		.st_atim = { sx.stx_atime.tv_sec, sx.stx_atime.tv_nsec },
+		.st_mtim = { sx.stx_mtime.tv_sec, sx.stx_mtime.tv_nsec },
+		.st_ctim = { sx.stx_ctime.tv_sec, sx.stx_ctime.tv_nsec },
+	};
+	*ret_mnt_id = (sx.stx_mask & STATX_MNT_ID) ? sx.stx_mnt_id : 0;
+	return 0;
+}
+
+static bool same_mount(const DirCursorLevel *root, const struct stat *st, uint64_t mnt_id)
+{
+	return st->st_dev == root->dev && mnt_id == root->mnt_id;
+}
+
 int dircursor_init(DirCursor *c, int root_fd)
 {
 	struct stat st;
-	int fd;
+	uint64_t mnt_id;
+	int fd, r;
 
 	*c = (DirCursor){ 0 };
-	if (fstat(root_fd, &st) < 0)
-		return negative_errno();
+	r = stat_at(root_fd, "", AT_EMPTY_PATH, &st, &mnt_id);
+	if (r < 0)
+		return r;
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
 	c->levels = malloc(64 * sizeof(*c->levels));
@@ -30,7 +65,7 @@ int dircursor_init(DirCursor *c, int root_fd)
 	}
 	c->cap = 64;
 	c->depth = 1;
-	c->levels[0] = (DirCursorLevel){ .dev = st.st_dev, .ino = st.st_ino, .fd = fd };
+	c->levels[0] = (DirCursorLevel){ .dev = st.st_dev, .ino = st.st_ino, .mnt_id = mnt_id, .fd = fd };
 	return 0;
 }
 
@@ -57,7 +92,8 @@ int dircursor_push(DirCursor *c, const char *name)
 {
 	DirCursorLevel *top = &c->levels[c->depth - 1];
 	struct stat st;
-	int fd;
+	uint64_t mnt_id;
+	int fd, r;
 
 	if (c->depth == c->cap) {
 		size_t cap = c->cap * 2;
@@ -72,16 +108,16 @@ int dircursor_push(DirCursor *c, const char *name)
 	fd = openat(top->fd, name, DIR_OPEN_FLAGS);
 	if (fd < 0)
 		return negative_errno();
-	if (fstat(fd, &st) < 0) {
-		int r = negative_errno();
+	r = stat_at(fd, "", AT_EMPTY_PATH, &st, &mnt_id);
+	if (r < 0) {
 		(void)close(fd);
 		return r;
 	}
-	if (st.st_dev != c->levels[0].dev) {
+	if (!same_mount(&c->levels[0], &st, mnt_id)) {
 		(void)close(fd);
 		return -EXDEV;
 	}
-	c->levels[c->depth++] = (DirCursorLevel){ .dev = st.st_dev, .ino = st.st_ino, .fd = fd };
+	c->levels[c->depth++] = (DirCursorLevel){ .dev = st.st_dev, .ino = st.st_ino, .mnt_id = mnt_id, .fd = fd };
 	/* Keep the window: the level DIRCURSOR_OPEN_MAX above is reopened through ".." when needed. */
 	if (c->depth > DIRCURSOR_OPEN_MAX) {
 		DirCursorLevel *old = &c->levels[c->depth - 1 - DIRCURSOR_OPEN_MAX];
@@ -91,6 +127,17 @@ int dircursor_push(DirCursor *c, const char *name)
 		}
 	}
 	return 0;
+}
+
+int dircursor_stat(const DirCursor *c, const char *name, struct stat *ret)
+{
+	uint64_t mnt_id;
+	int r;
+
+	r = stat_at(dircursor_fd(c), name, 0, ret, &mnt_id);
+	if (r < 0)
+		return r;
+	return same_mount(&c->levels[0], ret, mnt_id) ? 0 : -EXDEV;
 }
 
 int dircursor_pop(DirCursor *c)
