@@ -123,7 +123,7 @@ int api_request_parse(const char *method, const char *path, const char *body, si
 		}
 	}
 	if (req.endpoint == API_CREATE) {
-		r = volume_options_parse(json_object_get(j, "Opts"), &req.opts, reterr_msg);
+		r = volume_options_parse_create(json_object_get(j, "Opts"), &req.opts, &req.clone, reterr_msg);
 		if (r < 0) {
 			*ret_status = 400;
 			goto fail;
@@ -258,7 +258,7 @@ static int dispatch(Manager *m, ApiRequest *req, ApiResponse *ret)
 	}
 	switch (req->endpoint) {
 	case API_CREATE:
-		r = manager_create(m, req->name, &req->opts, &err);
+		r = manager_create(m, req->name, &req->opts, req->clone.from[0] ? &req->clone : NULL, &err);
 		if (r == 0)
 			j = json_object();
 		break;

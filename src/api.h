@@ -37,6 +37,7 @@ typedef struct ApiRequest {
 	char *name; /* validated volume name, when the endpoint has one */
 	char *id;   /* validated mount ID (Mount, Unmount) */
 	VolumeOptions opts; /* Create */
+	CloneRequest clone; /* Create */
 } ApiRequest;
 
 void api_request_done(ApiRequest *req);

@@ -178,6 +178,8 @@ int config_from_env(Config **ret, char **reterr_msg)
 	if (r == 0)
 		r = number("NVMEVOL_MAX_VOLUMES", 100000, 1, 1000000, &c->max_volumes, reterr_msg);
 	if (r == 0)
+		r = number("NVMEVOL_CLONE_FREEZE_BUDGET_MS", 1000, 10, 60000, &c->clone_freeze_budget_ms, reterr_msg);
+	if (r == 0)
 		r = number("NVMEVOL_HEALTH_CACHE_SECONDS", 60, 0, 86400, &c->health_cache_seconds, reterr_msg);
 	if (r < 0)
 		return r;

@@ -64,6 +64,24 @@ int health_policy_metric(Manager *m, Partition *part);
 /* Adds "device", "xfs", "health" (last reading, never a new one) and "policy" to a partition's Status object. */
 void health_policy_add_status(Manager *m, Partition *part, const VolumeOptions *o, json_t *partition);
 
+/* clone-policy.c: Create with from=SOURCE. */
+typedef struct ClonePrep {
+	Volume *source;     /* a reference */
+	Partition *part;    /* SOURCE's partition: the clone's */
+	VolumeOptions opts; /* the new volume's: size and inodes inherited from SOURCE unless given */
+	bool copy;          /* the partition cannot share blocks and clone_copy=true: copy the data */
+} ClonePrep;
+/* Checks a clone before anything is written: SOURCE, its partition, reflink, whether the clone fits. */
+int clone_policy_prepare(Manager *m, const VolumeOptions *opts, const CloneRequest *req, ClonePrep *prep,
+			 char **reterr_msg);
+/* Clones SOURCE into @v's new, empty directory on @fs and fills v->clone. Takes SOURCE's op_lock. */
+int clone_policy_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, char **reterr_msg);
+void clone_prep_done(ClonePrep *prep);
+/* Create of a name that exists, with from=: it must be a clone of that SOURCE; fills inherited limits into @opts. */
+int clone_policy_check_existing(Volume *existing, const CloneRequest *req, VolumeOptions *opts, char **reterr_msg);
+/* "cloned_from", "cloned_at" and "clone" in Status. */
+void clone_policy_add_status(Volume *v, json_t *status);
+
 /* selftest-policy.c: runs (or reuses) the partition's self-test before the first mount and applies the policy. */
 int selftest_policy_before_mount(Manager *m, Volume *v, PartitionFs *fs, char **reterr_msg);
 void selftest_policy_clean_scratch(PartitionFs *fs, const char *partition_uuid);

@@ -121,10 +121,13 @@ static Partition *choose_partition(Manager *m, const VolumeOptions *o, char **re
 	return NULL;
 }
 
-/* What Create answers for a name that exists: success only if the options are the same. */
-static int create_existing(Volume *existing, const VolumeOptions *opts, char **reterr_msg)
+/* What Create answers for a name that exists: success only if the options (and the SOURCE of a clone) are the same. */
+static int create_existing(Volume *existing, const VolumeOptions *requested, const CloneRequest *clone,
+			   char **reterr_msg)
 {
 	_cleanup_free_ char *diff = NULL;
+	VolumeOptions opts = *requested;
+	int r;
 
 	if (existing->corrupt)
 		return errmsg_set(reterr_msg, -EUCLEAN, "volume %s exists but its record is unreadable (%s)",
@@ -134,7 +137,12 @@ static int create_existing(Volume *existing, const VolumeOptions *opts, char **r
 				  "volume %s exists on partition UUID %s, which is not available; attach that disk, "
 				  "or forget the volume with 'nvmevol volume forget %s'",
 				  existing->name, existing->partition_uuid, existing->name);
-	diff = volume_options_diff(&existing->opts, opts);
+	if (clone) {
+		r = clone_policy_check_existing(existing, clone, &opts, reterr_msg);
+		if (r < 0)
+			return r;
+	}
+	diff = volume_options_diff(&existing->opts, &opts);
 	if (diff)
 		return errmsg_set(reterr_msg, -EEXIST, "volume %s already exists with different options: %s",
 				  existing->name, diff);
@@ -176,9 +184,11 @@ static int make_volume_dir(Manager *m, Volume *v, PartitionFs *fs, const char *p
 	return 0;
 }
 
-static int create_locked(Manager *m, const char *name, const VolumeOptions *opts, char **reterr_msg)
+static int create_locked(Manager *m, const char *name, const VolumeOptions *opts, const CloneRequest *clone,
+			 char **reterr_msg)
 {
 	_cleanup_(volume_unrefp) Volume *existing = NULL, *v = NULL;
+	_cleanup_(clone_prep_done) ClonePrep prep = { 0 };
 	bool made_index = false, made_dir = false, made_record = false;
 	char pname[PARTITION_NAME_MAX];
 	PartitionFs *fs = NULL;
@@ -188,7 +198,7 @@ static int create_locked(Manager *m, const char *name, const VolumeOptions *opts
 
 	existing = registry_lookup(m->reg, name);
 	if (existing)
-		return create_existing(existing, opts, reterr_msg);
+		return create_existing(existing, opts, clone, reterr_msg);
 	/* Only a new volume is refused on the wrong node: one that exists here has its data here. */
 	if (opts->node[0]) {
 		char here[NODE_NAME_MAX + 1];
@@ -206,13 +216,22 @@ static int create_locked(Manager *m, const char *name, const VolumeOptions *opts
 	if (registry_count(m->reg) >= m->cfg->max_volumes)
 		return errmsg_set(reterr_msg, -EDQUOT, "the limit of %llu volumes is reached (NVMEVOL_MAX_VOLUMES)",
 				  (unsigned long long)m->cfg->max_volumes);
-	part = choose_partition(m, opts, reterr_msg);
-	if (!part)
-		return -ENODEV;
-	/* A rescan in choose_partition() may have loaded a partition that has this name. */
-	existing = registry_lookup(m->reg, name);
-	if (existing)
-		return create_existing(existing, opts, reterr_msg);
+	if (clone) {
+		/* A clone goes where its source is, with the source's limits unless given. */
+		r = clone_policy_prepare(m, opts, clone, &prep, reterr_msg);
+		if (r < 0)
+			return r;
+		opts = &prep.opts;
+		part = prep.part;
+	} else {
+		part = choose_partition(m, opts, reterr_msg);
+		if (!part)
+			return -ENODEV;
+		/* A rescan in choose_partition() may have loaded a partition that has this name. */
+		existing = registry_lookup(m->reg, name);
+		if (existing)
+			return create_existing(existing, opts, clone, reterr_msg);
+	}
 
 	fs = partition_fs_get(m->pool, part);
 	partition_snapshot(m->pool, part, &info);
@@ -267,6 +286,12 @@ static int create_locked(Manager *m, const char *name, const VolumeOptions *opts
 	r = make_volume_dir(m, v, fs, pname, &made_dir, reterr_msg);
 	if (r < 0)
 		goto rollback;
+	/* The clone fills the directory before the commit point: a crash leaves a directory start-up rolls back. */
+	if (clone) {
+		r = clone_policy_run(m, &prep, v, fs, reterr_msg);
+		if (r < 0)
+			goto rollback;
+	}
 	made_record = true;
 	r = store_save_record(fs, v);
 	if (r < 0) {
@@ -280,7 +305,8 @@ static int create_locked(Manager *m, const char *name, const VolumeOptions *opts
 		errmsg_set(reterr_msg, r, "cannot register the volume: %s", errno_str(r));
 		goto rollback;
 	}
-	log_info("volume %s: created on partition %s (UUID %s)", name, pname, info.uuid);
+	log_info("volume %s: created on partition %s (UUID %s)%s%s", name, pname, info.uuid, clone ? " as a clone of " : "",
+		 clone ? clone->from : "");
 	r = 0;
 	goto out;
 
@@ -302,14 +328,15 @@ out:
 	return r;
 }
 
-int manager_create(Manager *m, const char *name, const VolumeOptions *opts, char **reterr_msg)
+int manager_create(Manager *m, const char *name, const VolumeOptions *opts, const CloneRequest *clone,
+		   char **reterr_msg)
 {
 	int r;
 
 	if (!volume_name_is_valid(name))
 		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
 	pthread_mutex_lock(&m->create_lock);
-	r = create_locked(m, name, opts, reterr_msg);
+	r = create_locked(m, name, opts, clone, reterr_msg);
 	pthread_mutex_unlock(&m->create_lock);
 	return r;
 }

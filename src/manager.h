@@ -29,7 +29,9 @@ Manager *manager_free(Manager *m);
 /* Takes the state lock, discovers partitions, loads records, reconciles with mountinfo. */
 int manager_start(Manager *m, char **reterr_msg);
 
-int manager_create(Manager *m, const char *name, const VolumeOptions *opts, char **reterr_msg);
+/* @clone (NULL = an empty volume): NEW starts as a copy of clone->from, see clone-policy.c. */
+int manager_create(Manager *m, const char *name, const VolumeOptions *opts, const CloneRequest *clone,
+		   char **reterr_msg);
 int manager_remove(Manager *m, const char *name, char **reterr_msg);
 int manager_mount(Manager *m, const char *name, const char *id, char **ret_mountpoint, char **reterr_msg);
 int manager_unmount(Manager *m, const char *name, const char *id, char **reterr_msg);

@@ -59,7 +59,8 @@ const char *volume_options_valid_keys(void)
 	return "partition (label or UUID), node (host name), uid, gid, mode (octal), size (e.g. 10G; units K, M, G, T), "
 	       "inodes, selftest (off|warn|enforce), " SELFTEST_THRESHOLD_KEYS ", "
 	       "health (off|warn|enforce), "
-	       "suid (true|false), dev (true|false)";
+	       "suid (true|false), dev (true|false), "
+	       "from (a volume to clone), clone_copy (true|false)";
 }
 
 static bool partition_ref_is_valid(const char *s)
@@ -158,9 +159,11 @@ void selftest_thresholds_merge(SelftestThresholds *base, const SelftestThreshold
 	}
 }
 
-int volume_options_parse(const json_t *opts, VolumeOptions *ret, char **reterr_msg)
+static int parse(const json_t *opts, VolumeOptions *ret, CloneRequest *ret_clone, char **reterr_msg)
 {
 	VolumeOptions o = { 0 };
+	CloneRequest c = { 0 };
+	bool has_copy = false;
 	const char *key;
 	json_t *value;
 	int r;
@@ -231,6 +234,17 @@ int volume_options_parse(const json_t *opts, VolumeOptions *ret, char **reterr_m
 				return errmsg_set(reterr_msg, -EINVAL, "invalid %s '%s': expected true or false (default false: the volume is mounted %s)",
 						  key, val, streq(key, "suid") ? "nosuid" : "nodev");
 			*flag = streq(val, "true");
+		} else if (ret_clone && streq(key, "from")) {
+			if (!volume_name_is_valid(val))
+				return errmsg_set(reterr_msg, -EINVAL, "invalid from '%s': expected the name of the volume to clone", val);
+			strcpy(c.from, val);
+		} else if (ret_clone && streq(key, "clone_copy")) {
+			if (!streq(val, "true") && !streq(val, "false"))
+				return errmsg_set(reterr_msg, -EINVAL,
+						  "invalid clone_copy '%s': expected true (copy the data where the partition cannot share blocks) or false",
+						  val);
+			c.copy = streq(val, "true");
+			has_copy = true;
 		} else {
 			r = selftest_threshold_parse(key, val, &o.thresholds, reterr_msg);
 			if (r == -ENOENT)
@@ -240,9 +254,23 @@ int volume_options_parse(const json_t *opts, VolumeOptions *ret, char **reterr_m
 				return r;
 		}
 	}
+	if (has_copy && !c.from[0])
+		return errmsg_set(reterr_msg, -EINVAL, "clone_copy only applies to a clone: add from=SOURCE");
 
 	*ret = o;
+	if (ret_clone)
+		*ret_clone = c;
 	return 0;
+}
+
+int volume_options_parse(const json_t *opts, VolumeOptions *ret, char **reterr_msg)
+{
+	return parse(opts, ret, NULL, reterr_msg);
+}
+
+int volume_options_parse_create(const json_t *opts, VolumeOptions *ret, CloneRequest *ret_clone, char **reterr_msg)
+{
+	return parse(opts, ret, ret_clone, reterr_msg);
 }
 
 static int set_str(json_t *obj, const char *key, const char *val)

@@ -71,6 +71,16 @@ typedef struct VolumeOptions {
 	bool allow_devices;   /* dev=true: device nodes usable on the bind (default nodev) */
 } VolumeOptions;
 
+/*
+ * What Create is asked to copy: from=SOURCE (a volume) and clone_copy=true
+ * (copy the data where blocks cannot be shared). A request, not a property of
+ * the volume: never part of VolumeOptions or of its canonical form.
+ */
+typedef struct CloneRequest {
+	char from[VOLUME_NAME_MAX + 1]; /* "" = not a clone */
+	bool copy;
+} CloneRequest;
+
 /* ^[A-Za-z0-9][A-Za-z0-9_.-]{1,127}$ */
 bool volume_name_is_valid(const char *name);
 
@@ -79,6 +89,8 @@ bool volume_name_is_valid(const char *name);
  * empty object. On failure returns -EINVAL and a message naming the valid options.
  */
 int volume_options_parse(const json_t *opts, VolumeOptions *ret, char **reterr_msg);
+/* The same for Create, which also takes from= and clone_copy= (into @ret_clone). */
+int volume_options_parse_create(const json_t *opts, VolumeOptions *ret, CloneRequest *ret_clone, char **reterr_msg);
 
 /* Canonical string map: equal maps mean equal options ("mode":"0700", "size":"10G"). */
 json_t *volume_options_to_json(const VolumeOptions *o);

@@ -15,6 +15,7 @@
 
 #include "device-policy.h"
 #include "device.h"
+#include "freeze.h"
 #include "mount.h"
 #include "pool.h"
 #include "probe.h"
@@ -577,6 +578,21 @@ static void note_geometry(Pool *p, Partition *part, const PartitionFs *fs)
 	}
 }
 
+/* Thaws a filesystem that a clone interrupted by a crash left frozen (freeze.h). */
+static void thaw_leftover(const char *mountpoint, const char *device)
+{
+	_cleanup_close_ int fd = open(mountpoint, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int r;
+
+	if (fd < 0)
+		return;
+	r = freeze_thaw_leftover(fd);
+	if (r > 0)
+		log_warning("partition on %s was frozen (a clone interrupted by a crash): thawed", device);
+	else if (r < 0)
+		log_warning("partition on %s: cannot check whether it is frozen: %s", device, errno_str(r));
+}
+
 /*
  * Mounts (or adopts an existing correct mount of) one XFS filesystem, lays
  * it out and installs it in @part. Runs without the pool mutex (scans are
@@ -654,6 +670,9 @@ static int attach(Pool *p, Partition *part, const ProbedDevice *d, bool adopt)
 		why = w;
 		goto fail;
 	}
+
+	/* Before anything is written there: a frozen filesystem would make every write wait forever. */
+	thaw_leftover(part->mountpoint, d->device);
 
 	fs = partition_fs_new();
 	if (!fs) {

@@ -118,6 +118,7 @@ json_t *manager_volume_json(Manager *m, Volume *v)
 		json_object_set_new(status, "mount_options", json_string(v->bind_options));
 	if (v->selftest)
 		json_object_set_new(status, "selftest", json_deep_copy(v->selftest));
+	clone_policy_add_status(v, status);
 	registry_foreach_shadow_locked(m->reg, v->name, add_conflict, conflicts);
 	opts = v->opts;
 	projid = v->projid;

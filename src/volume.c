@@ -55,6 +55,7 @@ Volume *volume_unref(Volume *v)
 	if (__atomic_sub_fetch(&v->refs, 1, __ATOMIC_SEQ_CST) > 0)
 		return NULL;
 	volume_mounts_clear(v);
+	free(v->clone);
 	free(v->corrupt);
 	free(v->bind_options);
 	json_decref(v->selftest);
@@ -135,6 +136,49 @@ void format_rfc3339(int64_t t, char *buf, size_t len)
 		snprintf(buf, len, "1970-01-01T00:00:00Z");
 }
 
+static json_t *clone_to_json(const VolumeClone *c)
+{
+	return json_pack("{s:s, s:I, s:b, s:s, s:I, s:I, s:I}", "from", c->from, "at", (json_int_t)c->at, "in_use",
+			 c->source_in_use, "method", c->copied ? "copy" : "reflink", "frozen_ms", (json_int_t)c->frozen_ms,
+			 "entries", (json_int_t)c->entries, "bytes", (json_int_t)c->bytes);
+}
+
+static bool nonneg_int(json_t *j, const char *key, json_int_t max, json_int_t *ret)
+{
+	json_t *x = json_object_get(j, key);
+
+	if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > max)
+		return false;
+	*ret = json_integer_value(x);
+	return true;
+}
+
+static int clone_from_json(json_t *j, VolumeClone **ret)
+{
+	_cleanup_free_ VolumeClone *c = calloc(1, sizeof(*c));
+	json_t *from = json_object_get(j, "from"), *in_use = json_object_get(j, "in_use"),
+	       *method = json_object_get(j, "method");
+	json_int_t at, frozen, entries, bytes;
+
+	if (!c)
+		return -ENOMEM;
+	if (!json_is_object(j) || !json_is_string(from) || !volume_name_is_valid(json_string_value(from)) ||
+	    strlen(json_string_value(from)) != json_string_length(from) || !json_is_boolean(in_use) ||
+	    !json_is_string(method) || (!streq(json_string_value(method), "reflink") && !streq(json_string_value(method), "copy")) ||
+	    !nonneg_int(j, "at", INT64_MAX, &at) || !nonneg_int(j, "frozen_ms", UINT32_MAX, &frozen) ||
+	    !nonneg_int(j, "entries", INT64_MAX, &entries) || !nonneg_int(j, "bytes", INT64_MAX, &bytes))
+		return -EUCLEAN;
+	strcpy(c->from, json_string_value(from));
+	c->at = at;
+	c->source_in_use = json_is_true(in_use);
+	c->copied = streq(json_string_value(method), "copy");
+	c->frozen_ms = (uint32_t)frozen;
+	c->entries = (uint64_t)entries;
+	c->bytes = (uint64_t)bytes;
+	*ret = TAKE_PTR(c);
+	return 0;
+}
+
 static json_t *record_body(const Volume *v, bool with_mounts)
 {
 	json_t *j = json_object(), *opts, *mounts;
@@ -159,6 +203,8 @@ static json_t *record_body(const Volume *v, bool with_mounts)
 	json_object_set_new(j, "created_at", json_integer(v->created_at));
 	if (v->projid)
 		json_object_set_new(j, "projid", json_integer(v->projid));
+	if (v->clone)
+		json_object_set_new(j, "clone", clone_to_json(v->clone));
 	if (with_mounts) {
 		mounts = json_object();
 		for (size_t i = 0; mounts && i < v->n_mounts; i++)
@@ -290,6 +336,11 @@ int volume_record_parse(const char *buf, size_t len, Volume **ret, char **reterr
 			goto out;
 		}
 		v->projid = (uint32_t)json_integer_value(x);
+	}
+	x = json_object_get(j, "clone");
+	if (x && clone_from_json(x, &v->clone) < 0) {
+		r = errmsg_set(reterr_msg, -EUCLEAN, "field 'clone' is invalid");
+		goto out;
 	}
 	mounts = json_object_get(j, "mounts");
 	if (mounts && !json_is_object(mounts)) {

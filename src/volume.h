@@ -35,6 +35,17 @@ typedef struct MountRef {
 
 typedef struct Partition Partition;
 
+/* Where a clone came from (Create with from=SOURCE); persisted in its record. */
+typedef struct VolumeClone {
+	char from[VOLUME_NAME_MAX + 1];
+	int64_t at;         /* unix seconds of the instant the clone shows */
+	bool source_in_use; /* SOURCE was mounted: made consistent under a freeze of the partition */
+	bool copied;        /* the data was copied (clone_copy=true), not shared */
+	uint32_t frozen_ms; /* writes on the partition waited this long (0 when not in use) */
+	uint64_t entries;   /* files, directories, links and special files */
+	uint64_t bytes;     /* sizes of the regular files */
+} VolumeClone;
+
 /*
  * Locking rule, once a volume is in the registry: name and part never change;
  * every other field is written only by a thread that holds both the volume's
@@ -51,6 +62,7 @@ typedef struct Volume {
 	char partition_label[16]; /* raw bytes: XFS labels are at most 12; records hold them escaped */
 	int64_t created_at; /* unix seconds */
 	uint32_t projid;    /* XFS project ID, 0 = none */
+	VolumeClone *clone; /* NULL unless the volume was created as a clone */
 	MountRef *mounts;
 	size_t n_mounts;
 

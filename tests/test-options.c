@@ -202,3 +202,39 @@ Test(options, threshold_parse_and_merge)
 	cr_expect_float_eq(pool.min_iops, 50, 1e-12);
 	cr_expect_eq(pool.min_read_ratio, 0);
 }
+
+Test(options, from_and_clone_copy_are_create_requests_not_options)
+{
+	json_t *j = json_loads("{\"from\":\"pgdata\",\"clone_copy\":\"true\",\"mode\":\"0700\"}", 0, NULL);
+	VolumeOptions o;
+	CloneRequest c;
+	char *err = NULL, *canon;
+
+	cr_assert_eq(volume_options_parse_create(j, &o, &c, &err), 0, "%s", err);
+	cr_expect_str_eq(c.from, "pgdata");
+	cr_expect(c.copy);
+	/* Not part of the volume's options: records and their canonical form never carry them. */
+	canon = json_dumps(volume_options_to_json(&o), JSON_COMPACT | JSON_SORT_KEYS);
+	cr_expect_str_eq(canon, "{\"mode\":\"0700\"}");
+	free(canon);
+	cr_expect_lt(volume_options_parse(j, &o, &err), 0, "a record may not hold from=");
+	cr_expect(err && strstr(err, "unknown option") != NULL, "%s", err);
+	json_decref(j);
+
+	const char *bad[][2] = {
+		{ "{\"from\":\"-x\"}", "invalid from" },
+		{ "{\"from\":\"a/b\"}", "invalid from" },
+		{ "{\"from\":\"x\"}", "invalid from" },
+		{ "{\"from\":\"ok\",\"clone_copy\":\"yes\"}", "invalid clone_copy" },
+		{ "{\"clone_copy\":\"false\"}", "add from=SOURCE" },
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++) {
+		j = json_loads(bad[i][0], 0, NULL);
+		free(err);
+		err = NULL;
+		cr_expect_lt(volume_options_parse_create(j, &o, &c, &err), 0, "accepted %s", bad[i][0]);
+		cr_expect(err && strstr(err, bad[i][1]), "Err for %s does not mention '%s': %s", bad[i][0], bad[i][1], err);
+		json_decref(j);
+	}
+	free(err);
+}

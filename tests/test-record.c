@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "util/strutil.h"
 #include "volume.h"
 
 static Volume *sample(void)
@@ -109,5 +112,56 @@ Test(record, mount_counts_are_a_multiset)
 	cr_expect_eq(volume_mount_drop(v, "x"), 1);
 	cr_expect_eq(volume_mount_total(v), 0);
 	cr_expect_eq(volume_mount_drop(v, "x"), 0);
+	volume_unref(v);
+}
+
+Test(record, a_clone_keeps_where_it_came_from)
+{
+	Volume *v = sample(), *w = NULL;
+	char *s, *err = NULL, *p;
+
+	v->clone = calloc(1, sizeof(*v->clone));
+	strcpy(v->clone->from, "prod-db");
+	v->clone->at = 1796000123;
+	v->clone->source_in_use = true;
+	v->clone->frozen_ms = 17;
+	v->clone->entries = 2345;
+	v->clone->bytes = 1ULL << 33;
+	s = volume_record_dump(v, false);
+	cr_assert_eq(volume_record_parse(s, strlen(s), &w, &err), 0, "%s", err);
+	cr_assert_not_null(w->clone);
+	cr_expect_str_eq(w->clone->from, "prod-db");
+	cr_expect_eq(w->clone->at, 1796000123);
+	cr_expect(w->clone->source_in_use);
+	cr_expect_not(w->clone->copied);
+	cr_expect_eq(w->clone->frozen_ms, 17);
+	cr_expect_eq(w->clone->entries, 2345);
+	cr_expect_eq(w->clone->bytes, 1ULL << 33);
+	volume_unref(w);
+	w = NULL;
+	/* A bad clone section (with a matching CRC) is refused. */
+	p = strstr(s, "\"method\":\"reflink\"");
+	cr_assert_not_null(p, "%s", s);
+	memcpy(p + 10, "relink\"", 7);
+	memmove(p + 17, p + 18, strlen(p + 18) + 1);
+	v->clone->copied = false;
+	{
+		char *bad = strdup(s);
+		char *crc = strstr(bad, ",\"crc\":");
+		*crc = '\0';
+		uint32_t c = 0;
+		/* Recompute the CRC the way volume.c does: over the body closed by '}'. */
+		char *body = NULL;
+		cr_assert(asprintf(&body, "%s}", bad) > 0);
+		c = crc32c(0, body, strlen(body));
+		free(s);
+		cr_assert(asprintf(&s, "%s,\"crc\":%u}", bad, c) > 0);
+		free(body);
+		free(bad);
+	}
+	cr_expect_lt(volume_record_parse(s, strlen(s), &w, &err), 0, "a bad clone method was accepted: %s", s);
+	cr_expect(err && strstr(err, "clone"), "%s", err);
+	free(err);
+	free(s);
 	volume_unref(v);
 }
