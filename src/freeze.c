@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -62,6 +63,22 @@ static _Noreturn void guardian_main(int fs_fd, int rfd, uint64_t deadline_us)
 	_exit(3);
 }
 
+/*
+ * Test builds: NVMEVOL_TEST_FREEZE_NO_GUARDIAN=1 freezes without a guardian,
+ * as when the daemon is PID 1 of a managed plugin and dies with its children,
+ * so that crash tests reach the start-up thaw.
+ */
+static bool guardian_wanted(void)
+{
+#if defined(NVMEVOL_TEST_HOOKS) && NVMEVOL_TEST_HOOKS
+	const char *e = getenv("NVMEVOL_TEST_FREEZE_NO_GUARDIAN");
+
+	return !(e && streq(e, "1"));
+#else
+	return true;
+#endif
+}
+
 int freeze_begin(Freeze *f, int fs_fd, unsigned budget_ms)
 {
 	int pfd[2]; /* [0] the guardian's end, [1] ours */
@@ -81,17 +98,19 @@ int freeze_begin(Freeze *f, int fs_fd, unsigned budget_ms)
 		goto fail_unlock;
 	}
 	t0 = freeze_now_us();
-	pid = _Fork();
-	if (pid < 0) {
-		r = negative_errno();
-		(void)close(pfd[0]);
-		(void)close(pfd[1]);
-		goto fail_unlock;
+	if (guardian_wanted()) {
+		pid = _Fork();
+		if (pid < 0) {
+			r = negative_errno();
+			(void)close(pfd[0]);
+			(void)close(pfd[1]);
+			goto fail_unlock;
+		}
+		if (pid == 0)
+			guardian_main(fs_fd, pfd[0], t0 + ((uint64_t)budget_ms + FREEZE_GUARD_GRACE_MS) * 1000u);
+		f->guardian = pid;
 	}
-	if (pid == 0)
-		guardian_main(fs_fd, pfd[0], t0 + ((uint64_t)budget_ms + FREEZE_GUARD_GRACE_MS) * 1000u);
 	(void)close(pfd[0]);
-	f->guardian = pid;
 	f->guard_fd = pfd[1];
 
 	f->started_us = freeze_now_us();
@@ -100,7 +119,8 @@ int freeze_begin(Freeze *f, int fs_fd, unsigned budget_ms)
 		/* Not frozen: tell the guardian it has nothing to thaw. */
 		(void)send(f->guard_fd, "T", 1, MSG_NOSIGNAL);
 		(void)close(f->guard_fd);
-		(void)waitpid(f->guardian, NULL, 0);
+		if (f->guardian > 0)
+			(void)waitpid(f->guardian, NULL, 0);
 		goto fail_unlock;
 	}
 	f->freeze_call_us = freeze_now_us() - f->started_us;
@@ -125,7 +145,7 @@ int freeze_end(Freeze *f, uint64_t *ret_frozen_us)
 		*ret_frozen_us = freeze_now_us() - f->started_us;
 	(void)send(f->guard_fd, "T", 1, MSG_NOSIGNAL);
 	(void)close(f->guard_fd);
-	while (waitpid(f->guardian, &status, 0) < 0 && errno == EINTR)
+	while (f->guardian > 0 && waitpid(f->guardian, &status, 0) < 0 && errno == EINTR)
 		;
 	if (WIFEXITED(status) && WEXITSTATUS(status) == 3)
 		r = -ESTALE; /* the guardian's deadline passed and it thawed */

@@ -3,15 +3,17 @@
 """Random kill -9 crash recovery test (reliability doc §6.4, figure R2).
 
 Against two real loop XFS partitions, a client sends a random mix of
-operations (40% Create with random options, 20% Mount, 20% Unmount, 20%
-Remove; a few names and mount IDs, so they collide), with replies checked
+operations (40% Create with random options, a third of them clones with
+from=NAME; 20% Mount, 20% Unmount, 20% Remove; a few names and mount IDs, so
+they collide), with replies checked
 against a model of what was acknowledged. Each cycle ends with one more
 request after which the daemon is SIGKILLed at a uniform random 0-20 ms;
 then it is restarted and invariants I1-I7 are checked:
 
   I1 every acknowledged volume is listed, Get OK, same options, directory with
-     the recorded owner and mode, and the sentinel file written after its
-     Create still there with the same content;
+     the recorded owner and mode (a clone's: its source's), and the sentinel
+     file written after its Create still there with the same content; a clone
+     held its source's sentinel when it was created;
   I2 nothing acknowledged as removed is listed or present on disk;
   I3 every record parses, is in state "ready", no temp files remain;
   I4 no orphan directory, no quarantine, no empty trash leftovers, no stray
@@ -24,8 +26,11 @@ then it is restarted and invariants I1-I7 are checked:
      reported, not failed; an under-count is a violation.
 
 A request whose reply was lost may or may not have happened; the check
-accepts both outcomes but never a half one. Prints one line of figures and
-exits non-zero on any violation.
+accepts both outcomes but never a half one. The daemon runs with
+NVMEVOL_TEST_FREEZE_NO_GUARDIAN=1 (as PID 1 of a plugin: no guardian outlives
+it), so a kill during the freeze of a clone of a mounted volume leaves the
+partition frozen for start-up to thaw. Prints one line of figures and exits
+non-zero on any violation.
 """
 
 import argparse
@@ -35,6 +40,7 @@ import random
 import signal
 import socket
 import stat
+import subprocess
 import sys
 import time
 
@@ -48,8 +54,11 @@ SENTINEL = ".nvt-sentinel"
 
 
 class Vol:
-    def __init__(self, opts):
-        self.opts = opts
+    def __init__(self, req, opts, owner, clone_from=None):
+        self.req = req          # the Create options, to send again
+        self.opts = opts        # the options Status shows
+        self.owner = owner      # (uid, gid, mode) of its directory, None if unknown
+        self.clone_from = clone_from
         self.sentinel = None
         self.lo = {}   # acknowledged mounts - sent unmounts
         self.hi = {}   # sent mounts - acknowledged unmounts
@@ -105,7 +114,8 @@ class CrashTest:
     def __init__(self, args):
         self.args = args
         self.rng = random.Random(args.seed)
-        self.tb = Testbed(nparts=2, tag="crsh", binary=args.binary)
+        self.tb = Testbed(nparts=2, tag="crsh", binary=args.binary,
+                          env={"NVMEVOL_TEST_FREEZE_NO_GUARDIAN": "1"})
         self.model = {}
         self.maybe = {}   # name -> ("create", opts) | ("remove", None)
         self.v = Counter()   # violations by kind
@@ -126,7 +136,11 @@ class CrashTest:
         name = self.rng.choice(NAMES)
         if r < 0.4:
             if name in self.model and self.rng.random() < 0.7:
-                opts = dict(self.model[name].opts)
+                opts = dict(self.model[name].req)
+            elif self.rng.random() < 0.33:
+                # Mostly an existing source (some mounted: the freeze path), sometimes a missing one.
+                known = sorted(self.model) if self.rng.random() < 0.9 else []
+                opts = {"from": self.rng.choice(known or NAMES)}
             else:
                 opts = random_opts(self.rng, self.tb.labels)
             return "Create", {"Name": name, "Opts": opts}
@@ -148,12 +162,19 @@ class CrashTest:
             self.violation("bad_reply", "%s %s -> %s (not a JSON object)" % (op, name, status))
             return
         if op == "Create":
-            want_ok = ("size" not in body["Opts"]) if v is None else (body["Opts"] == v.opts)
+            src = body["Opts"].get("from")
+            if v is not None:
+                # from= is a request, not an option: the same SOURCE (or none) and the same options.
+                rest = {k: x for k, x in body["Opts"].items() if k != "from"}
+                want_ok = rest == v.opts and (src is None or src == v.clone_from)
+            elif src:
+                want_ok = src in self.model
+            else:
+                want_ok = "size" not in body["Opts"]
             if ok != want_ok:
                 self.violation("unexpected_reply", "Create %s %s -> %s %s" % (name, body["Opts"], status, reply))
             if ok and v is None:
-                self.model[name] = Vol(body["Opts"])
-                self.write_sentinel(name)
+                self.add_volume(name, body["Opts"])
         elif op == "Mount":
             if ok != (v is not None):
                 self.violation("unexpected_reply", "Mount %s -> %s %s" % (name, status, reply))
@@ -233,6 +254,26 @@ class CrashTest:
         else:
             self.apply_unacknowledged(op, body)
 
+    def add_volume(self, name, req):
+        """A volume the daemon created: into the model, a clone's content checked, a fresh sentinel."""
+        src = req.get("from")
+        if not src:
+            owner = (int(req.get("uid", 0)), int(req.get("gid", 0)), int(req.get("mode", "0755"), 8))
+            self.model[name] = Vol(req, req, owner)
+        else:
+            s = self.model.get(src)
+            self.model[name] = Vol(req, {}, s.owner if s else None, src)
+            self.f.add("clones")
+            d = self.tb.volume_dir(name)
+            try:
+                with open(os.path.join(d, SENTINEL)) as f:
+                    got = f.read()
+            except (OSError, TypeError):
+                got = None
+            if s is not None and s.sentinel is not None and got != s.sentinel:
+                self.violation("clone_content", "%s: sentinel %r, its source %s had %r" % (name, got, src, s.sentinel))
+        self.write_sentinel(name)
+
     def write_sentinel(self, name):
         d = self.tb.volume_dir(name)
         if d is None or not os.path.isdir(d) or os.path.islink(d):
@@ -271,9 +312,8 @@ class CrashTest:
             if kind == "create":
                 if name in listed:
                     self.f.add("unacked_create_happened")
-                    self.model[name] = Vol(opts)
+                    self.add_volume(name, opts)
                     self.check_volume(name, listed[name], adopt=True)
-                    self.write_sentinel(name)
                 else:
                     self.check_gone(name)
         self.maybe.clear()
@@ -322,11 +362,12 @@ class CrashTest:
         if sd is None or not stat.S_ISDIR(sd.st_mode):
             self.violation("lost_data", "%s: no directory" % name)
         else:
-            want_mode = int(v.opts.get("mode", "0755"), 8)
-            if (sd.st_uid, sd.st_gid, stat.S_IMODE(sd.st_mode)) != (int(v.opts.get("uid", 0)),
-                                                                     int(v.opts.get("gid", 0)), want_mode):
-                self.violation("owner_changed", "%s: %d:%d %o" % (name, sd.st_uid, sd.st_gid,
-                                                                 stat.S_IMODE(sd.st_mode)))
+            if v.owner is not None and (sd.st_uid, sd.st_gid, stat.S_IMODE(sd.st_mode)) != v.owner:
+                self.violation("owner_changed", "%s: %d:%d %o, want %s" % (name, sd.st_uid, sd.st_gid,
+                                                                          stat.S_IMODE(sd.st_mode), v.owner))
+            if v.clone_from and status.get("cloned_from") != v.clone_from:
+                self.violation("clone_status", "%s: cloned_from %s, want %s" % (name, status.get("cloned_from"),
+                                                                              v.clone_from))
             if v.sentinel is not None:
                 try:
                     with open(os.path.join(d, SENTINEL)) as f:
@@ -461,6 +502,11 @@ class CrashTest:
             import traceback
             self.violation("harness", repr(e) + "\n" + traceback.format_exc())
             log(self.tb.log_tail())
+        try:
+            with open(self.tb.logpath) as f:
+                self.f.add("thawed_at_start", sum(1 for line in f if "was frozen" in line))
+        except OSError:
+            pass
         self.restart_ms.sort()
         p = lambda q: self.restart_ms[min(len(self.restart_ms) - 1, int(q * len(self.restart_ms)))]
         fig = dict(kills=kills,
@@ -474,6 +520,9 @@ class CrashTest:
                    violations=sum(self.v.values()),
                    overcounts_allowed=self.f.get("overcount_after_kill", 0),
                    unacked=self.f.get("unacknowledged", 0),
+                   clones=self.f.get("clones", 0),
+                   frozen_at_kill_thawed=self.f.get("thawed_at_start", 0),
+                   clone_content=self.v.get("clone_content", 0),
                    acked_ops=self.f.get("acked_ops", 0),
                    restart_p50_ms=round(p(0.5)), restart_p99_ms=round(p(0.99)),
                    restart_max_ms=round(self.restart_ms[-1]))
@@ -497,6 +546,9 @@ def main():
     log("crash: seed %d (rerun with --seed %d)" % (args.seed, args.seed))
     t = CrashTest(args)
     rc = t.run()
+    # A failure while a partition was frozen must not leave it frozen to unmount.
+    for root in t.tb.fs_roots():
+        subprocess.run(["fsfreeze", "--unfreeze", root], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     t.tb.cleanup()
     sys.exit(rc)
 
