@@ -4,10 +4,11 @@
 #   ASan+UBSan, fuzz-corpus replay and a bounded libFuzzer run, reliability
 #   figures (kill -9, faults, hostile input, path safety, concurrency), the
 #   quota suite in a qemu guest, the end-to-end suite against a real dockerd,
-#   registry and docker-compose, a three-node Docker Swarm in network
-#   namespaces, the day-2 operations (install from a registry, the admin
-#   command) against a real dockerd, and the self-test drift under a real throttle.
-# Usage: tests/run-all.sh [stage...]    stages: deps build unit asan fuzz reliability drift qemu e2e compose swarm admin
+#   registry and docker-compose, a PostgreSQL cloned under load, a three-node
+#   Docker Swarm in network namespaces, the day-2 operations (install from a
+#   registry, the admin command) against a real dockerd, and the self-test drift
+#   under a real throttle.
+# Usage: tests/run-all.sh [stage...]    stages: deps build unit asan fuzz reliability drift qemu e2e compose clone swarm admin
 # Ends with one line "N passed, N failed" summing every stage's tests.
 set -u
 cd "$(dirname "$0")/.."
@@ -82,7 +83,7 @@ stage_deps() {
 	apt-get install -y -qq --no-install-recommends \
 		build-essential meson ninja-build pkg-config clang libclang-rt-14-dev \
 		libmicrohttpd-dev libjansson-dev libmount-dev libblkid-dev libcriterion-dev \
-		xfsprogs util-linux fdisk fio strace valgrind python3 curl jq \
+		xfsprogs util-linux fdisk acl attr fio strace valgrind python3 curl jq \
 		qemu-system-x86 cpio kmod busybox-static \
 		docker.io docker-registry docker-compose debootstrap iproute2 \
 		prometheus python3-prometheus-client gnuplot-nox >/dev/null || return 1
@@ -136,11 +137,12 @@ stage_qemu() {
 }
 stage_e2e() { tests/e2e/run.sh; }
 stage_compose() { tests/e2e/compose.sh; }
+stage_clone() { tests/e2e/clone-pg.sh; }
 stage_swarm() { tests/swarm/run.sh; }
 stage_admin() { tests/e2e/admin.sh; }
 
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(deps build unit asan fuzz reliability drift qemu e2e compose swarm admin)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(deps build unit asan fuzz reliability drift qemu e2e compose clone swarm admin)
 T0=$(date +%s)
 for s in "${STAGES[@]}"; do
 	run_stage "$s" "stage_$s"

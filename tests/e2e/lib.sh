@@ -18,6 +18,7 @@ E2E_REPO=$(cd "$E2E_LIB_DIR/../.." && pwd)
 : "${E2E_REGISTRY_ADDR:=127.0.0.1:5000}"
 : "${E2E_PLUGIN:=nvmevol:latest}"
 : "${E2E_VERBOSE:=0}"
+: "${E2E_PART_MB:=320}"   # size of each loop partition (sparse files)
 
 # e2e_dockerd_dir DIR: the dockerd that the helpers below start, stop and
 # talk to keeps everything under DIR (the swarm fixture has one per node).
@@ -110,7 +111,9 @@ e2e_eq() {
 
 # e2e_match DESCRIPTION EXTENDED-REGEX TEXT
 e2e_match() {
-    if printf '%s\n' "$3" | grep -Eq -- "$2"; then
+    # A here-string, not a pipe: grep -q exits at the first match, and with
+    # pipefail a printf still writing a long text would fail with SIGPIPE.
+    if grep -Eq -- "$2" <<<"$3"; then
         e2e_ok "$1"
     else
         e2e_not_ok "$1"
@@ -121,7 +124,7 @@ e2e_match() {
 
 # e2e_no_match DESCRIPTION EXTENDED-REGEX TEXT
 e2e_no_match() {
-    if printf '%s\n' "$3" | grep -Eq -- "$2"; then
+    if grep -Eq -- "$2" <<<"$3"; then
         e2e_not_ok "$1"
         e2e_diag "pattern: $2"
         e2e_diag "text:    $3"
@@ -580,8 +583,8 @@ e2e_setup_plugin_env() {
     mkdir -p "$E2E_STATE_DIR"
     e2e_start_dockerd
     [ "${1:-}" = --registry ] && e2e_start_registry
-    E2E_LOOP_DEVS+=("$(e2e_make_loop_xfs "${E2E_PREFIX}a" 320)")
-    E2E_LOOP_DEVS+=("$(e2e_make_loop_xfs "${E2E_PREFIX}b" 320)")
+    E2E_LOOP_DEVS+=("$(e2e_make_loop_xfs "${E2E_PREFIX}a" "$E2E_PART_MB")")
+    E2E_LOOP_DEVS+=("$(e2e_make_loop_xfs "${E2E_PREFIX}b" "$E2E_PART_MB")")
     e2e_log "partitions: ${E2E_LOOP_DEVS[*]} (labels ${E2E_PREFIX}a, ${E2E_PREFIX}b)"
     e2e_build_plugin
     # The command goes to the work directory, never to the shared /usr/local/bin.

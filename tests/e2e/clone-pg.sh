@@ -1,0 +1,155 @@
+#!/bin/bash
+# A database cloned while it runs: PostgreSQL 15 (the debootstrap image of
+# lib.sh) on an nvmevol volume under pgbench load, cloned mid-run with
+# `docker volume create -d nvmevol:latest -o from=pgsrc pgclone`. A second
+# PostgreSQL on the clone must recover from its WAL, pass pg_amcheck (heap
+# and every B-tree index), and keep pgbench's invariant: the sums of
+# abalance, bbalance, tbalance and history.delta are equal. Then both
+# databases are written independently, and a clone of the stopped database
+# starts without recovery.
+#
+# Usage: tests/e2e/clone-pg.sh   (E2E_WORK, E2E_REGISTRY_ADDR as for run.sh)
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+: "${E2E_PART_MB:=3072}"   # three databases and their WAL (sparse loop files); before lib.sh
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
+
+IMAGE=nvmevol-e2e/postgres:15
+SCALE=${CLONE_PG_SCALE:-10}     # pgbench scale: 1,000,000 accounts, ~160 MB
+LOAD_S=${CLONE_PG_LOAD_S:-20}   # pgbench run; the clone is taken in its middle
+
+pg() { docker exec -u postgres "$@"; }
+sql() { pg "$1" psql -h /var/run/postgresql -XAtq -c "$2" postgres 2>&1; }
+
+wait_ready() { # CONTAINER
+    local i
+    for i in $(seq 1 240); do
+        pg "$1" pg_isready -q -h /var/run/postgresql >/dev/null 2>&1 && return 0
+        sleep 0.5
+    done
+    docker logs --tail 30 "$1" >&2
+    return 1
+}
+
+start_pg() { # CONTAINER VOLUME
+    docker run -d --name "$1" --network none --shm-size 256m \
+        -v "$2":/var/lib/postgresql/data "$IMAGE" \
+        postgres -c max_wal_size=1GB -c checkpoint_timeout=30s >/dev/null
+}
+
+# The pgbench invariant: every transaction adds the same delta to one
+# account, teller, branch and a history row.
+invariant() { # CONTAINER
+    sql "$1" "SELECT (SELECT sum(abalance) FROM pgbench_accounts) || ' ' ||
+                     (SELECT sum(bbalance) FROM pgbench_branches) || ' ' ||
+                     (SELECT sum(tbalance) FROM pgbench_tellers) || ' ' ||
+                     (SELECT coalesce(sum(delta), 0) FROM pgbench_history)"
+}
+
+check_invariant() { # DESCRIPTION CONTAINER
+    local sums
+    sums=$(invariant "$2")
+    # shellcheck disable=SC2086
+    set -- "$1" "$2" $sums
+    if [ $# -eq 6 ] && [ "$3" = "$4" ] && [ "$4" = "$5" ] && [ "$5" = "$6" ]; then
+        e2e_ok "$1 (sum = $3)"
+    else
+        e2e_not_ok "$1"
+        e2e_diag "sums of abalance, bbalance, tbalance, history.delta: $sums"
+    fi
+}
+
+main() {
+    e2e_init
+    e2e_setup_plugin_env
+    e2e_postgres_image "$IMAGE"
+
+    e2e_check "create the source volume (999:999, 0700)" \
+        docker volume create -d "$E2E_PLUGIN" -o uid=999 -o gid=999 -o mode=0700 pgsrc
+    start_pg pgsrc pgsrc
+    if wait_ready pgsrc; then e2e_ok "PostgreSQL runs on the source volume"
+    else e2e_not_ok "PostgreSQL runs on the source volume"; fi
+    local out
+    out=$(pg pgsrc pgbench -h /var/run/postgresql -i -s "$SCALE" -q postgres 2>&1)
+    e2e_match "pgbench -i -s $SCALE" 'done in' "$out"
+
+    # Load in the background; the clone is taken while it runs.
+    pg pgsrc pgbench -h /var/run/postgresql -T "$LOAD_S" -c 4 -j 2 postgres >"$E2E_WORK/pgbench.out" 2>&1 &
+    local bench=$!
+    sleep $((LOAD_S / 2))
+    local before t0 t1
+    before=$(sql pgsrc 'SELECT count(*) FROM pgbench_history')
+    t0=$(date +%s%N)
+    e2e_check "docker volume create -o from=pgsrc pgclone while pgbench writes" \
+        docker volume create -d "$E2E_PLUGIN" -o from=pgsrc pgclone
+    t1=$(date +%s%N)
+    e2e_log "clone took $(( (t1 - t0) / 1000000 )) ms (docker CLI to reply) with $before history rows at the start"
+    if wait "$bench"; then e2e_ok "pgbench kept running through the clone"
+    else e2e_not_ok "pgbench kept running through the clone"; e2e_diag "$(tail -5 "$E2E_WORK/pgbench.out")"; fi
+    grep -E '^(tps|latency average|number of failed)' "$E2E_WORK/pgbench.out" | sed 's/^/# /'
+
+    local status
+    status=$(docker volume inspect -f '{{json .Status}}' pgclone 2>&1)
+    e2e_eq "Status says cloned_from pgsrc" pgsrc "$(jq -r '.cloned_from' <<<"$status")"
+    e2e_eq "Status says the source was in use (frozen for consistency)" true \
+        "$(jq -r '.clone.source_in_use' <<<"$status")"
+    e2e_match "Status has cloned_at" '^20[0-9-]+T[0-9:]+Z$' "$(jq -r '.cloned_at' <<<"$status")"
+    e2e_log "clone Status: $(jq -c '.clone' <<<"$status")"
+    e2e_eq "the clone keeps the source's owner and mode" "999:999 0700" \
+        "$(jq -r '.owner + " " + .mode' <<<"$status")"
+
+    # The second PostgreSQL: crash recovery from the clone's WAL.
+    start_pg pgclone pgclone
+    if wait_ready pgclone; then e2e_ok "PostgreSQL starts on the clone"
+    else e2e_not_ok "PostgreSQL starts on the clone"; fi
+    local logs
+    logs=$(docker logs pgclone 2>&1)
+    e2e_match "it recovered from the clone's WAL (a crash-consistent copy)" \
+        'not properly shut down; automatic recovery in progress' "$logs"
+    e2e_match "recovery finished" 'redo done at|database system is ready to accept connections' "$logs"
+    grep -E 'redo (starts|done)|ready to accept' <<<"$logs" | sed 's/^/# /'
+    out=$(pg pgclone pg_amcheck -h /var/run/postgresql --install-missing --heapallindexed --rootdescend \
+          --progress postgres 2>&1)
+    if [ $? -eq 0 ]; then e2e_ok "pg_amcheck --heapallindexed --rootdescend finds nothing on the clone"
+    else e2e_not_ok "pg_amcheck on the clone"; e2e_diag "$out"; fi
+    check_invariant "pgbench's invariant holds on the clone" pgclone
+    check_invariant "pgbench's invariant holds on the source" pgsrc
+
+    local c_hist s_hist
+    c_hist=$(sql pgclone 'SELECT count(*) FROM pgbench_history')
+    s_hist=$(sql pgsrc 'SELECT count(*) FROM pgbench_history')
+    e2e_log "history rows: $before when the clone started, $c_hist on the clone, $s_hist on the source at the end"
+    if [ "$c_hist" -ge "$before" ] 2>/dev/null && [ "$c_hist" -lt "$s_hist" ]; then
+        e2e_ok "the clone shows the middle of the run ($before <= $c_hist < $s_hist history rows)"
+    else
+        e2e_not_ok "the clone shows the middle of the run ($before <= $c_hist < $s_hist history rows)"
+    fi
+
+    # Written independently: the clone's transactions never reach the source.
+    # (-n: no vacuum, which would truncate pgbench_history and break the sums.)
+    out=$(pg pgclone pgbench -n -h /var/run/postgresql -T 3 -c 2 postgres 2>&1)
+    e2e_match "pgbench on the clone" '^tps = ' "$out"
+    e2e_eq "the source did not see the clone's transactions" "$s_hist" \
+        "$(sql pgsrc 'SELECT count(*) FROM pgbench_history')"
+    check_invariant "the invariant still holds on the clone after its own load" pgclone
+
+    # A clone of the stopped database needs no recovery.
+    e2e_check "docker stop pgsrc" docker stop -t 30 pgsrc
+    e2e_check "clone the stopped database" docker volume create -d "$E2E_PLUGIN" -o from=pgsrc pgcold
+    e2e_eq "it was not in use, so no freeze" false \
+        "$(docker volume inspect -f '{{json .Status}}' pgcold | jq -r '.clone.source_in_use')"
+    start_pg pgcold pgcold
+    wait_ready pgcold
+    e2e_no_match "PostgreSQL on the cold clone starts without recovery" 'automatic recovery in progress' \
+        "$(docker logs pgcold 2>&1)"
+    e2e_eq "and has the source's final history" "$s_hist" "$(sql pgcold 'SELECT count(*) FROM pgbench_history')"
+
+    docker rm -f pgsrc pgclone pgcold >/dev/null 2>&1
+    e2e_check "the clones are removed" docker volume rm pgclone pgcold
+    e2e_check "then the source" docker volume rm pgsrc
+    e2e_summary
+}
+
+main "$@"
