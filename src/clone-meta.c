@@ -22,10 +22,8 @@ int clone_meta_read(int dirfd, const char *name, int fd, const struct stat *st, 
 		.mtime = st->st_mtim,
 	};
 	r = xattr_blob_read(&t, &ret->xattrs, &ret->xattrs_len);
-	/* A kernel without *xattrat cannot reach a symlink's attributes: nothing to compare or copy. */
-	if (r == -EOPNOTSUPP && fd < 0)
-		return 0;
-	return r;
+	/* A filesystem without extended attributes has none to copy. */
+	return r == -EOPNOTSUPP ? 0 : r;
 }
 
 bool clone_meta_equal(const CloneMeta *a, const CloneMeta *b)
@@ -54,7 +52,7 @@ int clone_meta_apply(int dirfd, const char *name, int fd, const CloneMeta *m)
 			return negative_errno();
 	}
 	r = xattr_blob_apply(&t, m->xattrs, m->xattrs_len);
-	if (r == -EOPNOTSUPP && fd < 0 && m->xattrs_len == 0)
+	if (r == -EOPNOTSUPP && m->xattrs_len == 0)
 		r = 0;
 	if (r < 0)
 		return r;

@@ -291,6 +291,8 @@ Test(clone, every_file_type_is_cloned_exactly_and_shares_its_blocks)
 	cr_assert_gt(lgetxattr(P(dst, "small.txt"), "system.posix_acl_access", NULL, 0), 0);
 	cr_assert_gt(lgetxattr(P(dst, "setgid"), "system.posix_acl_default", NULL, 0), 0);
 	cr_assert_eq(lgetxattr(P(dst, "a/b/c/inner.bin"), "security.capability", NULL, 0), (ssize_t)sizeof(file_caps));
+	cr_assert_eq(lgetxattr(P(dst, "rel"), "trusted.on-link", NULL, 0), 1, "a symlink's attribute was not copied");
+	cr_assert_eq(lgetxattr(P(dst, "fifo"), "trusted.on-fifo", NULL, 0), 1, "a FIFO's attribute was not copied");
 	r = loopxfs_spawn((const char *const[]){ "getfacl", "-n", "--omit-header", P(dst, "setgid"), NULL }, out,
 			  sizeof(out));
 	cr_assert_eq(r, 0);

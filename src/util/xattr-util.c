@@ -2,9 +2,9 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -12,68 +12,64 @@
 #include "util/macro.h"
 #include "util/xattr-util.h"
 
-/* Linux 6.13 added these with the same numbers on every architecture; glibc 2.36 has no wrappers. */
-#ifndef __NR_setxattrat
-#define __NR_setxattrat 463
-#endif
-#ifndef __NR_getxattrat
-#define __NR_getxattrat 464
-#endif
-#ifndef __NR_listxattrat
-#define __NR_listxattrat 465
-#endif
-#ifndef __NR_removexattrat
-#define __NR_removexattrat 466
-#endif
+/*
+ * An inode without an open descriptor (a symlink, a special file) is reached
+ * through an O_PATH descriptor of exactly that inode (O_NOFOLLOW) and its
+ * /proc/self/fd link: the *xattr calls that follow links land on the inode
+ * itself, on every kernel (the *xattrat calls need Linux 6.13).
+ */
+typedef struct Handle {
+	int fd;        /* the target's own descriptor, or -EBADF */
+	int path_fd;   /* our O_PATH descriptor, or -EBADF */
+	char proc[40]; /* /proc/self/fd/N of path_fd */
+} Handle;
 
-struct xattr_args_v0 {
-	uint64_t value;
-	uint32_t size;
-	uint32_t flags;
-};
-
-static ssize_t t_list(const XattrTarget *t, char *buf, size_t size)
+static int handle_open(const XattrTarget *t, Handle *h)
 {
+	*h = (Handle){ .fd = t->fd, .path_fd = -EBADF };
 	if (t->fd >= 0)
-		return flistxattr(t->fd, buf, size);
-	return syscall(__NR_listxattrat, t->dirfd, t->name, AT_SYMLINK_NOFOLLOW, buf, size);
+		return 0;
+	h->path_fd = openat(t->dirfd, t->name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (h->path_fd < 0)
+		return negative_errno();
+	snprintf(h->proc, sizeof(h->proc), "/proc/self/fd/%d", h->path_fd);
+	return 0;
 }
 
-static ssize_t t_get(const XattrTarget *t, const char *key, void *buf, size_t size)
+static void handle_close(Handle *h)
 {
-	struct xattr_args_v0 args = { .value = (uint64_t)(uintptr_t)buf, .size = (uint32_t)size };
-
-	if (t->fd >= 0)
-		return fgetxattr(t->fd, key, buf, size);
-	return syscall(__NR_getxattrat, t->dirfd, t->name, AT_SYMLINK_NOFOLLOW, key, &args, sizeof(args));
+	if (h->path_fd >= 0)
+		(void)close(h->path_fd);
+	h->path_fd = -EBADF;
 }
 
-static int t_set(const XattrTarget *t, const char *key, const void *val, size_t len)
+static ssize_t t_list(const Handle *h, char *buf, size_t size)
 {
-	struct xattr_args_v0 args = { .value = (uint64_t)(uintptr_t)val, .size = (uint32_t)len };
-
-	if (t->fd >= 0)
-		return fsetxattr(t->fd, key, val, len, 0);
-	return (int)syscall(__NR_setxattrat, t->dirfd, t->name, AT_SYMLINK_NOFOLLOW, key, &args, sizeof(args));
+	return h->fd >= 0 ? flistxattr(h->fd, buf, size) : listxattr(h->proc, buf, size);
 }
 
-static int t_remove(const XattrTarget *t, const char *key)
+static ssize_t t_get(const Handle *h, const char *key, void *buf, size_t size)
 {
-	if (t->fd >= 0)
-		return fremovexattr(t->fd, key);
-	return (int)syscall(__NR_removexattrat, t->dirfd, t->name, AT_SYMLINK_NOFOLLOW, key);
+	return h->fd >= 0 ? fgetxattr(h->fd, key, buf, size) : getxattr(h->proc, key, buf, size);
+}
+
+static int t_set(const Handle *h, const char *key, const void *val, size_t len)
+{
+	return h->fd >= 0 ? fsetxattr(h->fd, key, val, len, 0) : setxattr(h->proc, key, val, len, 0);
+}
+
+static int t_remove(const Handle *h, const char *key)
+{
+	return h->fd >= 0 ? fremovexattr(h->fd, key) : removexattr(h->proc, key);
 }
 
 static int errno_to_result(void)
 {
-	/* No *xattrat in this kernel: the caller decides what an unreachable attribute means. */
-	if (errno == ENOSYS)
-		return -EOPNOTSUPP;
 	return negative_errno();
 }
 
 /* The NUL-separated name list, grown until it fits (it can change between calls). */
-static int read_names(const XattrTarget *t, char **ret, size_t *ret_len)
+static int read_names(const Handle *t, char **ret, size_t *ret_len)
 {
 	for (int attempt = 0; attempt < 8; attempt++) {
 		_cleanup_free_ char *buf = NULL;
@@ -106,7 +102,7 @@ static int read_names(const XattrTarget *t, char **ret, size_t *ret_len)
 }
 
 /* One value; -ENODATA if it vanished since the list was read. */
-static int read_value(const XattrTarget *t, const char *key, void **ret, size_t *ret_len)
+static int read_value(const Handle *t, const char *key, void **ret, size_t *ret_len)
 {
 	for (int attempt = 0; attempt < 8; attempt++) {
 		_cleanup_free_ void *buf = NULL;
@@ -174,7 +170,7 @@ static int blob_append(char **blob, size_t *len, size_t *cap, const char *key, c
 	return 0;
 }
 
-int xattr_blob_read(const XattrTarget *t, void **ret_blob, size_t *ret_len)
+static int blob_read(const Handle *t, void **ret_blob, size_t *ret_len)
 {
 	_cleanup_free_ char *names = NULL, *blob = NULL;
 	_cleanup_free_ const char **v = NULL;
@@ -208,6 +204,19 @@ int xattr_blob_read(const XattrTarget *t, void **ret_blob, size_t *ret_len)
 	*ret_blob = TAKE_PTR(blob);
 	*ret_len = len;
 	return 0;
+}
+
+int xattr_blob_read(const XattrTarget *t, void **ret_blob, size_t *ret_len)
+{
+	Handle h;
+	int r;
+
+	r = handle_open(t, &h);
+	if (r < 0)
+		return r;
+	r = blob_read(&h, ret_blob, ret_len);
+	handle_close(&h);
+	return r;
 }
 
 bool xattr_blob_equal(const void *a, size_t alen, const void *b, size_t blen)
@@ -260,7 +269,7 @@ static bool blob_has(const char *blob, size_t len, const char *want)
 	return false;
 }
 
-int xattr_blob_apply(const XattrTarget *t, const void *blob, size_t len)
+static int blob_apply(const Handle *t, const void *blob, size_t len)
 {
 	_cleanup_free_ char *names = NULL;
 	char key[XATTR_NAME_MAX + 1];
@@ -278,4 +287,17 @@ int xattr_blob_apply(const XattrTarget *t, const void *blob, size_t len)
 		if (t_set(t, key, val, vlen) < 0)
 			return errno_to_result();
 	return 0;
+}
+
+int xattr_blob_apply(const XattrTarget *t, const void *blob, size_t len)
+{
+	Handle h;
+	int r;
+
+	r = handle_open(t, &h);
+	if (r < 0)
+		return r;
+	r = blob_apply(&h, blob, len);
+	handle_close(&h);
+	return r;
 }

@@ -3,9 +3,9 @@
  * Extended attributes of one inode as a blob (POSIX ACLs included: they are
  * the system.posix_acl_* attributes): read, compare, apply. An inode is named
  * by an open descriptor (regular files, directories) or by (dirfd, name)
- * without following a symlink, which needs the *xattrat system calls of
- * Linux 6.13 (symlinks and special files are never opened: opening a device
- * node runs its driver).
+ * without following a symlink: symlinks and special files are never opened
+ * (opening a device node runs its driver) but reached through an O_PATH
+ * descriptor and /proc/self/fd, which needs /proc.
  */
 #pragma once
 
@@ -17,16 +17,12 @@
 #define XATTR_UTIL_VALUE_MAX 65536
 
 typedef struct XattrTarget {
-	int fd;           /* >= 0: use it; else dirfd + name, never following a symlink */
+	int fd;           /* >= 0: use it; else dirfd + name, never following a symlink at name */
 	int dirfd;
 	const char *name;
 } XattrTarget;
 
-/*
- * Every attribute of @t, sorted by name, as one malloc'd blob (NULL, 0 when
- * there is none). -EOPNOTSUPP when @t has no fd and the kernel lacks the
- * *xattrat calls.
- */
+/* Every attribute of @t, sorted by name, as one malloc'd blob (NULL, 0 when there is none). */
 int xattr_blob_read(const XattrTarget *t, void **ret_blob, size_t *ret_len);
 
 bool xattr_blob_equal(const void *a, size_t alen, const void *b, size_t blen);
