@@ -122,7 +122,7 @@ stage_drift() { tests/drift/drift.sh; }
 # Both qemu suites; one "N passed, N failed" line for the stage.
 stage_qemu() {
 	local p=0 f=0 rc=0 out line
-	for suite in tests/qemu/run-quota-tests.sh tests/qemu/run-nvme-tests.sh; do
+	for suite in tests/qemu/run-quota-tests.sh tests/qemu/run-nvme-tests.sh tests/qemu/run-clone-quota-tests.sh; do
 		out=$(mktemp)
 		"$suite" 2>&1 | tee "$out"
 		[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1

@@ -1,0 +1,56 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Part of the "qemu" stage of tests/run-all.sh: clones under XFS project
+# quota (tests/test-daemon-clone-quota.c: a clone charged to its own
+# project, inheriting and held to its limits, refused when it cannot fit)
+# and the clone engine's tests (tests/test-clone.c) on the guest's older
+# Debian kernel, inside the qemu guest (tests/qemu/run.sh). Ends with one line
+# "N passed, N failed"; a skipped test in the guest counts as a failure.
+#
+# usage: tests/qemu/run-clone-quota-tests.sh [BUILD_DIR]   (default: build, or $NVMEVOL_BUILD_DIR)
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+BUILD=${1:-${NVMEVOL_BUILD_DIR:-build}}
+BINS=("$BUILD/tests/test-daemon-clone-quota" "$BUILD/tests/test-clone" "$BUILD/src/nvmevol")
+
+for b in "${BINS[@]}"; do
+	[ -x "$b" ] || ninja -C "$BUILD" >/dev/null 2>&1 || true
+	if [ ! -x "$b" ]; then
+		echo "run-clone-quota-tests.sh: $b not built" >&2
+		echo "0 passed, 1 failed"
+		exit 1
+	fi
+done
+
+# The engine's tests need setfacl/getfacl; the writer and deep-tree ones are
+# left to the host (slow under TCG, and nothing kernel-specific).
+script=$(mktemp "${TMPDIR:-/tmp}/nvmevol-clone-script.XXXXXX")
+cat > "$script" <<'SH'
+rc=0
+NVMEVOL_BINARY=/work/nvmevol /work/test-daemon-clone-quota --color=never --verbose -j1 || rc=1
+uname -r
+NVMEVOL_TEST_TMPDIR=/tmp /work/test-clone --color=never --verbose -j1 \
+	--filter '@(clone/every_file_type*|clone/both_sides*|clone/changes_before*|clone/a_mount_inside*|clone_noreflink/*)' || rc=1
+exit $rc
+SH
+
+log=$(mktemp "${TMPDIR:-/tmp}/nvmevol-clone-guest.XXXXXX")
+trap 'rm -f "$log" "$script"' EXIT
+tests/qemu/run.sh --timeout 600 --mem 1536 \
+	--file "${BINS[0]}" --file "${BINS[1]}" --file "${BINS[2]}" \
+	--file "$(command -v setfacl):/usr/bin/setfacl" --file "$(command -v getfacl):/usr/bin/getfacl" \
+	--script "$script" 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+
+# Tests left out by --filter show as "[SKIP] ...: Test is disabled": not failures.
+pass=$(grep -ac '^\[PASS\]' "$log")
+fail=$(grep -aE '^\[(FAIL|SKIP)\]' "$log" | grep -vc 'Test is disabled$')
+if [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; then
+	fail=1 # the guest failed without a test result (boot failure, timeout, panic)
+fi
+if grep -a '^\[SKIP\]' "$log" | grep -vq 'Test is disabled$'; then
+	echo "run-clone-quota-tests.sh: tests were skipped inside the guest: it has no project quota support" >&2
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$rc" -eq 0 ]
