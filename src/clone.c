@@ -273,6 +273,29 @@ static int open_source_file(int dirfd, const char *name, struct stat *ret_st)
 	return fd;
 }
 
+/*
+ * The same while frozen: nothing can rename, replace or unlink anything (it
+ * would wait for the thaw), so the type just read by stat still holds and the
+ * file is opened directly, without the detour through /proc.
+ */
+static int open_frozen_file(int dirfd, const char *name, struct stat *ret_st)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+
+	if (fd < 0)
+		return negative_errno();
+	if (fstat(fd, ret_st) < 0) {
+		int r = negative_errno();
+		(void)close(fd);
+		return r;
+	}
+	if (!S_ISREG(ret_st->st_mode)) {
+		(void)close(fd);
+		return -EBADFD;
+	}
+	return fd;
+}
+
 static bool vanished(int r)
 {
 	return r == -ENOENT || r == -EBADFD || r == -ENOTDIR || r == -ELOOP || r == -ESTALE;
@@ -420,7 +443,8 @@ static int do_file(Walk *w, Frame *f, const char *name, bool c_exists, const str
 	bool changed = false;
 	int r;
 
-	src = open_source_file(dircursor_fd(&w->s), name, &ss);
+	src = w->mode == WALK_CAPTURE ? open_frozen_file(dircursor_fd(&w->s), name, &ss)
+				      : open_source_file(dircursor_fd(&w->s), name, &ss);
 	if (src < 0) {
 		if (w->tolerant && vanished(src))
 			return 0;

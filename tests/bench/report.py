@@ -7,8 +7,11 @@ A hand-written analysis (profiles of missed aims, suggested fixes) is kept in
 tests/bench/ANALYSIS.md and appended verbatim when it exists."""
 import os
 import statistics as st
-import subprocess
 import sys
+
+sys.dont_write_bytecode = True   # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchplot import read_rows, run_gnuplot  # noqa: E402
 
 raw, out_md, plots = sys.argv[1:4]
 plots = os.path.abspath(plots)
@@ -17,11 +20,7 @@ bench_dir = os.path.dirname(os.path.abspath(out_md))
 
 
 def rows(name):
-    p = os.path.join(raw, name)
-    if not os.path.exists(p):
-        return []
-    with open(p) as f:
-        return [line.rstrip("\n").split("\t") for line in f if line.strip()]
+    return read_rows(raw, name)
 
 
 def med(v):
@@ -41,14 +40,7 @@ def rng(v, d=0):
 
 
 def gnuplot(script, name):
-    path = os.path.join(plots, name + ".gp")
-    with open(path, "w") as f:
-        f.write(script)
-    try:
-        subprocess.run(["gnuplot", path], check=True, cwd=plots, capture_output=True, timeout=60)
-    except (OSError, subprocess.SubprocessError) as e:
-        print(f"report.py: gnuplot {name}: {e}", file=sys.stderr)
-    os.unlink(path)
+    run_gnuplot(plots, script, name)
 
 
 def mark(ok):
