@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "freeze.h"
+#include "util/errmsg.h"
 #include "util/log.h"
 #include "util/macro.h"
 
@@ -38,7 +39,27 @@ static void close_all_but(int a, int b)
 	(void)close_range((unsigned)hi + 1, ~0u, 0);
 }
 
-/* The guardian: waits for 'T' (thawed by the parent); EOF (the parent died) or the deadline thaws. */
+/*
+ * FITHAW until it takes (or the filesystem is not frozen): one failed thaw must
+ * not leave every writer of the partition waiting. At most FREEZE_GUARD_GRACE_MS.
+ * Async-signal-safe (the guardian uses it).
+ */
+static int thaw_retrying(int fs_fd)
+{
+	int r = 0;
+
+	for (unsigned i = 0; i <= FREEZE_GUARD_GRACE_MS / 10; i++) {
+		if (ioctl(fs_fd, FITHAW, 0) == 0)
+			return 0;
+		if (errno == EINVAL)
+			return i == 0 ? -EINVAL : 0; /* not frozen (any more) */
+		r = -errno;
+		(void)nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
+	}
+	return r;
+}
+
+/* The guardian: waits for 'T' (thawed by the parent); EOF (the parent died or could not thaw) or the deadline thaws. */
 static _Noreturn void guardian_main(int fs_fd, int rfd, uint64_t deadline_us)
 {
 	char c = 0;
@@ -57,10 +78,9 @@ static _Noreturn void guardian_main(int fs_fd, int rfd, uint64_t deadline_us)
 		if (n == 1 && recv(rfd, &c, 1, 0) == 1 && c == 'T')
 			_exit(0);
 		if (n != 0)
-			break; /* EOF or error: the parent is gone */
+			break; /* EOF or error: the parent is gone, or could not thaw */
 	}
-	(void)ioctl(fs_fd, FITHAW, 0);
-	_exit(3);
+	_exit(thaw_retrying(fs_fd) == 0 ? 3 : 4); /* 3: this guardian thawed it */
 }
 
 /*
@@ -139,16 +159,28 @@ int freeze_end(Freeze *f, uint64_t *ret_frozen_us)
 
 	if (!f->active)
 		return 0;
-	if (ioctl(f->fs_fd, FITHAW, 0) < 0)
-		r = errno == EINVAL ? -ESTALE : negative_errno();
+	r = thaw_retrying(f->fs_fd);
+	if (r == -EINVAL)
+		r = -ESTALE; /* someone else thawed it */
 	if (ret_frozen_us)
 		*ret_frozen_us = freeze_now_us() - f->started_us;
-	(void)send(f->guard_fd, "T", 1, MSG_NOSIGNAL);
+	if (r < 0 && r != -ESTALE)
+		log_error("cannot thaw a frozen partition (%s): its writers wait until it is thawed (fsfreeze --unfreeze)",
+			  errno_str(r));
+	/* Only a done thaw is announced: otherwise the guardian, seeing the socket close, tries again. */
+	if (r == 0 || r == -ESTALE)
+		(void)send(f->guard_fd, "T", 1, MSG_NOSIGNAL);
 	(void)close(f->guard_fd);
 	while (f->guardian > 0 && waitpid(f->guardian, &status, 0) < 0 && errno == EINTR)
 		;
-	if (WIFEXITED(status) && WEXITSTATUS(status) == 3)
-		r = -ESTALE; /* the guardian's deadline passed and it thawed */
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+		if (r < 0 && r != -ESTALE) {
+			/* Our thaw failed and the guardian's worked: frozen for the whole time after all. */
+			log_warning("the partition was thawed by the freeze guardian after a failed thaw");
+			r = 0;
+		} else
+			r = -ESTALE; /* its deadline passed and it thawed, before us */
+	}
 	f->active = false;
 	f->guard_fd = -EBADF;
 	f->guardian = -1;

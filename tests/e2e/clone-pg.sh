@@ -17,8 +17,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/lib.sh"
 
 IMAGE=nvmevol-e2e/postgres:15
-SCALE=${CLONE_PG_SCALE:-10}     # pgbench scale: 1,000,000 accounts, ~160 MB
-LOAD_S=${CLONE_PG_LOAD_S:-20}   # pgbench run; the clone is taken in its middle
+SCALE=${CLONE_PG_SCALE:-5}      # pgbench scale: 500,000 accounts, ~80 MB
+LOAD_S=${CLONE_PG_LOAD_S:-12}   # pgbench run; the clone is taken in its middle
 
 pg() { docker exec -u postgres "$@"; }
 sql() { pg "$1" psql -h /var/run/postgresql -XAtq -c "$2" postgres 2>&1; }

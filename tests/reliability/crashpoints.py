@@ -1,8 +1,12 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Deterministic crash points: the daemon is killed at every occurrence of every
-mutating syscall of Create, Mount, Unmount and Remove (strace -e inject=SYSCALL:
-signal=KILL:when=N on the running daemon), restarted, and checked.
+mutating syscall of Create, Mount, Unmount and Remove, and of Create with from= (a
+clone) of a volume not in use and of one in use, ioctl included there (FICLONE,
+FIFREEZE, FIEMAP while frozen, FITHAW) (strace -e inject=SYSCALL:signal=KILL:when=N
+on the running daemon), restarted, and checked. The daemon runs without a freeze
+guardian (NVMEVOL_TEST_FREEZE_NO_GUARDIAN=1, as PID 1 of a plugin), so a kill while
+frozen leaves the partition frozen and the restart must thaw it.
 
 For each operation: count its syscalls once (strace -c), then for each syscall s
 and each n <= count, bring the volume to the operation's precondition through
@@ -10,7 +14,9 @@ the API, attach strace with the injection, send the request (which gets no
 answer), wait for the kill, start the daemon again and check that the volume is
 either fully there or fully gone, that records, index entries and mount counts
 agree with each other and with mountinfo, and that nothing is left half-done
-(no temp files, no quarantined directory, no stray mount).
+(no temp files, no quarantined directory, no stray mount); a clone that is there holds
+its source's files, link and hard link, and the source is unchanged (still mounted once
+for the clone of a volume in use).
 
 Prints "crashpoints: points=N reached=N violations=0 ..." and exits non-zero on
 any violation.
@@ -24,7 +30,8 @@ import time
 sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nvtlib import (Testbed, Strace, VolumeView, MUTATING_SYSCALLS, log, strace_missing,  # noqa: E402
-                    consistency_problems, leftovers, stray_mounts)
+                    consistency_problems, leftovers, stray_mounts, ensure_clone_source, clone_problems,
+                    CLONE_SOURCE)
 
 SYSCALLS = [s for s in MUTATING_SYSCALLS if s != "ioctl"]
 NAME = "cpvol"
@@ -35,7 +42,11 @@ OPS = {
     "mount": ("/VolumeDriver.Mount", {"Name": NAME, "ID": MID}),
     "unmount": ("/VolumeDriver.Unmount", {"Name": NAME, "ID": MID}),
     "remove": ("/VolumeDriver.Remove", {"Name": NAME}),
+    "clone": ("/VolumeDriver.Create", {"Name": NAME, "Opts": {"from": CLONE_SOURCE}}),
+    "clonelive": ("/VolumeDriver.Create", {"Name": NAME, "Opts": {"from": CLONE_SOURCE}}),
 }
+CLONE_OPS = {"clone": False, "clonelive": True}   # op: the source is mounted
+source_files = {}
 
 
 def unmount_all(tb):
@@ -50,8 +61,12 @@ def exists(tb):
 
 
 def precondition(tb, op):
-    """The volume as the operation expects it: absent (create), unmounted (mount, remove), mounted once (unmount)."""
-    if op == "create":
+    """The volume as the operation expects it: absent (create, clone), unmounted (mount, remove), mounted once
+    (unmount); for a clone, its source with its files, mounted or not."""
+    if op in CLONE_OPS:
+        source_files.clear()
+        source_files.update(ensure_clone_source(tb, OPTS, CLONE_OPS[op]))
+    if op == "create" or op in CLONE_OPS:
         if exists(tb):
             unmount_all(tb)
             tb.ok("/VolumeDriver.Remove", {"Name": NAME})
@@ -63,9 +78,14 @@ def precondition(tb, op):
         tb.ok("/VolumeDriver.Mount", {"Name": NAME, "ID": MID})
 
 
+def syscalls_of(op):
+    """A clone's ioctls are its FICLONE, FIFREEZE, FIEMAP and FITHAW: points too."""
+    return SYSCALLS + ["ioctl"] if op in CLONE_OPS else SYSCALLS
+
+
 def count_syscalls(tb, op):
     """{syscall: calls} that the daemon makes while serving @op (all threads together)."""
-    st = Strace(tb.pid, ["-e", "trace=" + ",".join(SYSCALLS)], os.path.join(tb.base, "count.trace"))
+    st = Strace(tb.pid, ["-e", "trace=" + ",".join(syscalls_of(op))], os.path.join(tb.base, "count.trace"))
     endpoint, body = OPS[op]
     tb.ok(endpoint, body)
     time.sleep(0.2)
@@ -85,15 +105,18 @@ class Checker:
         self.violations.append(what)
         log("VIOLATION " + what)
 
-    def check(self, label):
+    def check(self, label, op):
         tb = self.tb
         v = VolumeView(tb, NAME)
         for p in consistency_problems(tb, v, owner=(7, 0, 0o750)):
             self.bad("%s: %s" % (label, p))
         for p in leftovers(tb):
             self.bad("%s: leftover %s" % (label, p))
-        for p in stray_mounts(tb, (NAME,)):
+        for p in stray_mounts(tb, (NAME, CLONE_SOURCE)):
             self.bad("%s: stray mount %s" % (label, p))
+        if op in CLONE_OPS:
+            for p in clone_problems(tb, NAME, source_files, CLONE_OPS[op]):
+                self.bad("%s: %s" % (label, p))
         if not tb.canary_intact():
             self.bad("%s: canary changed" % label)
         return v.present
@@ -107,13 +130,14 @@ def main():
     if strace_missing("crashpoints"):
         return 1
 
-    tb = Testbed(nparts=1, tag="cpts", binary=args.binary, env={"NVMEVOL_SELFTEST": "off"})
+    tb = Testbed(nparts=1, tag="cpts", binary=args.binary,
+                 env={"NVMEVOL_SELFTEST": "off", "NVMEVOL_TEST_FREEZE_NO_GUARDIAN": "1"})
     chk = Checker(tb)
-    points = reached = 0
+    points = reached = thawed = 0
     t0 = time.time()
     try:
         tb.start()
-        for op in ("create", "mount", "unmount", "remove"):
+        for op in ("create", "mount", "unmount", "remove", "clone", "clonelive"):
             precondition(tb, op)
             counts = count_syscalls(tb, op)
             log("%s: %s" % (op, counts))
@@ -138,13 +162,20 @@ def main():
                     p.detach()
                     tb.kill()  # reaps the killed daemon, or kills one the point did not reach
                     tb.start()
-                    chk.check(label)
+                    chk.check(label, op)
     except Exception as e:  # a precondition the daemon refuses is a finding too
         chk.bad("at point %d: %s: %s" % (points, type(e).__name__, e))
     finally:
+        try:
+            with open(tb.logpath) as f:
+                thawed = sum(1 for line in f if "was frozen" in line)
+        except OSError:
+            thawed = 0
+        for root in tb.fs_roots():   # a failure while frozen must not leave the partition frozen to unmount
+            subprocess.run(["fsfreeze", "--unfreeze", root], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         tb.cleanup()
-    print("crashpoints: points=%d reached=%d violations=%d seconds=%.0f" %
-          (points, reached, len(chk.violations), time.time() - t0))
+    print("crashpoints: points=%d reached=%d violations=%d thawed_at_start=%d seconds=%.0f" %
+          (points, reached, len(chk.violations), thawed, time.time() - t0))
     for v in chk.violations[:20]:
         print("  " + v)
     print("%d passed, %d failed" % (1 if not chk.violations else 0, 1 if chk.violations else 0))

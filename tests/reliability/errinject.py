@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Error injection at every step: each mutating syscall of Create, Mount, Unmount and
-Remove, and of start-up recovery, is made to FAIL in turn; the request (or the start)
-goes on, and the result is checked right away and again after a restart.
+Remove, of Create with from= (a clone of a volume not in use, and of one in use), and of
+start-up recovery, is made to FAIL in turn; the request (or the start) goes on, and the
+result is checked right away and again after a restart.
 
 Operations. For each operation the daemon's calls are traced once (strace -f) and every
 call that changes state is a point: openat for writing or creating, write to such a file,
 fsync, fdatasync, renameat(2), mkdirat, unlinkat, fchown, fchmod, open_tree,
 mount_setattr, move_mount, umount2, mount, and ioctl that sets file attributes (only with
-size=/inodes=, which this host's kernel cannot do, so no ioctl point is reached here). For
+size=/inodes=, which this host's kernel cannot do) or clones (FICLONE, FIFREEZE, FITHAW);
+a clone's symlinkat, linkat, mknodat, utimensat, fsetxattr, fchownat, fchmodat,
+ftruncate, pwrite64, fallocate and syncfs too (a clone must also hold its source's files,
+link and hard link, and leave the source as it was). For
 each point and each errno of the matrix below, the volume is brought to the operation's
 precondition through the API with a data file written into it, strace attaches with
 `-e inject=SYSCALL:error=ERRNO:when=N` (strace counts N per thread: the request's thread,
@@ -79,7 +83,7 @@ sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nvtlib import (Testbed, Strace, VolumeView, ApiError, MUTATING_SYSCALLS, log, strace_missing,  # noqa: E402
                     annotate_calls, mark_mutating, short_call, leftovers, trash_entries, consistency_problems,
-                    stray_mounts, run)
+                    stray_mounts, run, ensure_clone_source, clone_problems, CLONE_SOURCE)
 
 NAME = "eivol"
 MID, MID2 = "eid-1", "eid-2"
@@ -95,7 +99,11 @@ OPS = {
     "unmount": ([MID], "/VolumeDriver.Unmount", {"Name": NAME, "ID": MID}),
     "unmount2": ([MID, MID2], "/VolumeDriver.Unmount", {"Name": NAME, "ID": MID2}),
     "remove": ([], "/VolumeDriver.Remove", {"Name": NAME}),
+    "clone": (None, "/VolumeDriver.Create", {"Name": NAME, "Opts": {"from": CLONE_SOURCE}}),
+    "clonelive": (None, "/VolumeDriver.Create", {"Name": NAME, "Opts": {"from": CLONE_SOURCE}}),
 }
+CLONE_OPS = {"clone": False, "clonelive": True}   # op: its source is mounted
+source_files = {}
 
 
 def errnos_for(c, full=True):
@@ -114,8 +122,13 @@ def errnos_for(c, full=True):
         out += ["ENOSPC", "EROFS"]
     elif name in ("renameat", "renameat2", "unlinkat"):
         out += ["EROFS"]
-    elif name in ("fchown", "fchmod", "open_tree", "mount_setattr", "move_mount", "mount", "ioctl"):
+    elif name == "ioctl" and "FICLONE" in args:
+        out += ["ENOSPC", "EOPNOTSUPP"]   # a full partition; one that cannot share blocks
+    elif name in ("fchown", "fchmod", "open_tree", "mount_setattr", "move_mount", "mount", "ioctl", "fchownat",
+                  "fchmodat"):
         out += ["EPERM"]
+    elif name in ("symlinkat", "linkat", "mknodat", "ftruncate", "pwrite64", "fallocate", "fsetxattr", "setxattr"):
+        out += ["ENOSPC"]
     elif name == "umount2":
         out += ["EPERM", "EBUSY"]
     return out
@@ -263,6 +276,9 @@ def wait_trash_empty(tb, seconds):
 def precondition(tb, op):
     """From an empty pool to what @op expects: nothing, or the volume with data, mounted for some IDs."""
     mounted = OPS[op][0]
+    if op in CLONE_OPS:
+        source_files.clear()
+        source_files.update(ensure_clone_source(tb, OPTS, CLONE_OPS[op]))
     if mounted is None:
         return
     tb.ok("/VolumeDriver.Create", {"Name": NAME, "Opts": OPTS})
@@ -287,10 +303,10 @@ def short(x):
 def took_effect(tb, op, before, v, answer):
     """Why the operation that answered success did not take effect (empty: it did)."""
     bad = []
-    if op == "create":
+    if op == "create" or op in CLONE_OPS:
         if not v.present or v.owner != OWNER:
             bad.append("Create answered success but present=%s owner=%s" % (v.present, v.owner))
-        elif os.listdir(v.dirs[0]):
+        elif op == "create" and os.listdir(v.dirs[0]):
             bad.append("new volume is not empty: %s" % os.listdir(v.dirs[0]))
         return bad
     if op == "remove":
@@ -342,8 +358,11 @@ def check_world(tb, rep, label, op, ok, before, answer, when):
                     kind="%s: answered Err but %s changed" % (when, what))
     for p in leftovers(tb):
         rep.bad(label, "%s: leftover %s" % (when, p))
-    for p in stray_mounts(tb, (NAME,)):
+    for p in stray_mounts(tb, (NAME, CLONE_SOURCE)):
         rep.bad(label, "%s: stray mount %s" % (when, p))
+    if op in CLONE_OPS:
+        for p in clone_problems(tb, NAME, source_files, CLONE_OPS[op]):
+            rep.bad(label, "%s: %s" % (when, p))
     return v
 
 

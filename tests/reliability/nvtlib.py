@@ -452,9 +452,14 @@ def bytes_human(kib):
 
 # The syscalls through which nvmevol changes files, directories and mounts.
 MUTATING_SYSCALLS = ["openat", "write", "fsync", "fdatasync", "renameat", "renameat2", "mkdirat", "unlinkat",
-                     "fchown", "fchmod", "open_tree", "mount_setattr", "move_mount", "umount2", "mount", "ioctl"]
+                     "fchown", "fchmod", "open_tree", "mount_setattr", "move_mount", "umount2", "mount", "ioctl",
+                     # a clone's (Create with from=): links, special files, times, attributes, size, flush
+                     "symlinkat", "linkat", "mknodat", "utimensat", "fsetxattr", "setxattr", "fchownat",
+                     "fchmodat", "ftruncate", "pwrite64", "fallocate", "syncfs"]
 _ALWAYS_MUTATING = {"fsync", "fdatasync", "renameat", "renameat2", "mkdirat", "unlinkat", "fchown", "fchmod",
-                    "open_tree", "mount_setattr", "move_mount", "umount2", "mount"}
+                    "open_tree", "mount_setattr", "move_mount", "umount2", "mount", "symlinkat", "linkat",
+                    "mknodat", "utimensat", "fsetxattr", "setxattr", "fchownat", "fchmodat", "ftruncate",
+                    "fallocate", "syncfs"}
 
 
 def strace_missing(test):
@@ -571,10 +576,11 @@ def mark_mutating(calls):
             c["mutating"] = any(f in flags for f in ("O_WRONLY", "O_RDWR", "O_CREAT", "O_TRUNC", "O_TMPFILE"))
             if c["ret"] and c["ret"].isdigit():
                 (write_fds.add if c["mutating"] else write_fds.discard)(c["ret"])
-        elif name == "write":
+        elif name in ("write", "pwrite64"):
             c["mutating"] = args.split(",")[0] in write_fds
         elif name == "ioctl":
-            c["mutating"] = "SETXATTR" in args or "SETFLAGS" in args
+            # FICLONE shares blocks into a clone's file; FIFREEZE/FITHAW hold and release the partition.
+            c["mutating"] = any(x in args for x in ("SETXATTR", "SETFLAGS", "FICLONE", "FIFREEZE", "FITHAW"))
         else:
             c["mutating"] = name in _ALWAYS_MUTATING
     return calls
@@ -661,6 +667,57 @@ def files_below(root):
                 with open(p, "rb") as f:
                     out[os.path.relpath(p, root)] = f.read()
     return out
+
+
+CLONE_SOURCE = "srcvol"
+CLONE_SOURCE_ID = "src-id"
+
+
+def ensure_clone_source(tb, opts, mounted):
+    """The source of the clone operations: volume CLONE_SOURCE with a small tree (a file, a
+    subdirectory, a symlink, a hard link), mounted once (CLONE_SOURCE_ID) or not; returns its files."""
+    st, _ = tb.call("/VolumeDriver.Get", {"Name": CLONE_SOURCE})
+    if st != 200:
+        tb.ok("/VolumeDriver.Create", {"Name": CLONE_SOURCE, "Opts": opts})
+        d = tb.volume_dir(CLONE_SOURCE)
+        os.mkdir(os.path.join(d, "sub"))
+        for rel, content in (("data.bin", b"source data\n" * 400), ("sub/a", b"a")):
+            with open(os.path.join(d, rel), "wb") as f:
+                f.write(content)
+                os.fsync(f.fileno())
+        os.symlink("data.bin", os.path.join(d, "link"))
+        os.link(os.path.join(d, "sub", "a"), os.path.join(d, "a.hard"))
+    counts = VolumeView(tb, CLONE_SOURCE).counts
+    if mounted and not counts:
+        tb.ok("/VolumeDriver.Mount", {"Name": CLONE_SOURCE, "ID": CLONE_SOURCE_ID})
+    elif not mounted:
+        for mid, n in counts.items():
+            for _ in range(n):
+                tb.ok("/VolumeDriver.Unmount", {"Name": CLONE_SOURCE, "ID": mid})
+    return files_below(tb.volume_dir(CLONE_SOURCE))
+
+
+def clone_problems(tb, name, source_files, mounted):
+    """Why clone @name (if present) does not hold its source's files, or the source changed."""
+    bad = []
+    d = tb.volume_dir(CLONE_SOURCE)
+    if not d or files_below(d) != source_files:
+        bad.append("the clone's source changed")
+    if mounted and VolumeView(tb, CLONE_SOURCE).total != 1:
+        bad.append("the clone's source is not mounted once any more")
+    v = VolumeView(tb, name, True)
+    if v.present and v.data != source_files:
+        bad.append("clone %s holds %s, its source %s" % (name, sorted(v.data or {}), sorted(source_files)))
+    if v.present and len(v.dirs) == 1:
+        c = v.dirs[0]
+        try:
+            if os.readlink(os.path.join(c, "link")) != "data.bin":
+                bad.append("clone %s: its symlink changed" % name)
+            if os.stat(os.path.join(c, "a.hard")).st_ino != os.stat(os.path.join(c, "sub", "a")).st_ino:
+                bad.append("clone %s: its hard link is two files" % name)
+        except OSError as e:
+            bad.append("clone %s: %s" % (name, e))
+    return bad
 
 
 def _read_or_none(path):
