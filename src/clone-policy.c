@@ -234,11 +234,11 @@ int clone_policy_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, ch
 	v->clone->frozen_ms = (uint32_t)((st.frozen_us + 999) / 1000);
 	v->clone->entries = st.files + st.dirs + st.symlinks + st.specials + st.hardlinks;
 	v->clone->bytes = st.bytes;
-	log_info("volume %s: cloned from %s: %llu entries, %llu bytes %s in %.1f ms%s%.1f ms frozen, %u freeze(s), "
-		 "%llu bytes carried over)",
+	log_info("volume %s: cloned from %s: %llu entries, %llu bytes %s in %.1f ms%s%.1f ms frozen (%.1f ms of it "
+		 "to flush and freeze), %u freeze(s), %llu bytes carried over)",
 		 v->name, src->name, (unsigned long long)v->clone->entries, (unsigned long long)st.bytes,
 		 st.copied ? "copied" : "shared", st.elapsed_us / 1000.0, mounted ? " (in use: " : " (not in use: ",
-		 st.frozen_us / 1000.0, st.freezes, (unsigned long long)st.delta_bytes);
+		 st.frozen_us / 1000.0, st.freeze_call_us / 1000.0, st.freezes, (unsigned long long)st.delta_bytes);
 	return 0;
 }
 

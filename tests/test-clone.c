@@ -631,9 +631,11 @@ Test(clone, a_running_writer_is_seen_as_of_one_instant)
 		/* A fresh directory each round: the checker reads only this round's ops. */
 		snprintf(dir, sizeof(dir), "r%d", round);
 		cr_assert_eq(mkdir(P(src, dir), 0755), 0);
-		writer_start(&w, &t, strdup(P(src, dir)));
+		char *wdir = strdup(P(src, dir));
+		writer_start(&w, &t, wdir);
 		r = do_clone(root_fd, 5000, &st, &err);
 		total = writer_stop(&w, t);
+		free(wdir);
 		cr_assert_eq(r, 0, "clone_tree: %s", err ? err : strerror(-r));
 		assert_not_frozen();
 		char *cdir = strdup(P(dst, dir)); /* one_instant() uses P() itself */

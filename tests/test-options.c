@@ -214,7 +214,11 @@ Test(options, from_and_clone_copy_are_create_requests_not_options)
 	cr_expect_str_eq(c.from, "pgdata");
 	cr_expect(c.copy);
 	/* Not part of the volume's options: records and their canonical form never carry them. */
-	canon = json_dumps(volume_options_to_json(&o), JSON_COMPACT | JSON_SORT_KEYS);
+	{
+		json_t *oj = volume_options_to_json(&o);
+		canon = json_dumps(oj, JSON_COMPACT | JSON_SORT_KEYS);
+		json_decref(oj);
+	}
 	cr_expect_str_eq(canon, "{\"mode\":\"0700\"}");
 	free(canon);
 	cr_expect_lt(volume_options_parse(j, &o, &err), 0, "a record may not hold from=");
