@@ -5,8 +5,9 @@
 # PostgreSQL on the clone must recover from its WAL, pass pg_amcheck (heap
 # and every B-tree index), and keep pgbench's invariant: the sums of
 # abalance, bbalance, tbalance and history.delta are equal. Then both
-# databases are written independently, and a clone of the stopped database
-# starts without recovery.
+# databases are written independently; the plugin is killed while a
+# partition is frozen (Docker restarts it, its start-up thaws); and a clone of
+# the stopped database starts without recovery.
 #
 # Usage: tests/e2e/clone-pg.sh   (E2E_WORK, E2E_REGISTRY_ADDR as for run.sh)
 set -uo pipefail
@@ -134,6 +135,44 @@ main() {
     e2e_eq "the source did not see the clone's transactions" "$s_hist" \
         "$(sql pgsrc 'SELECT count(*) FROM pgbench_history')"
     check_invariant "the invariant still holds on the clone after its own load" pgclone
+
+    # The plugin dies while a partition is frozen (as it could inside a clone's freeze): it is PID 1
+    # of its namespace, so no guardian outlives it. Docker restarts it, and its start-up thaws the
+    # partition before anything else; the database that waited goes on.
+    local root pid newpid i r
+    root=$(find_on_partitions nvmevol/volumes/pgclone)
+    root=${root%/nvmevol/volumes/pgclone}
+    pid=$(e2e_plugin_pid)
+    sql pgclone 'CREATE TABLE IF NOT EXISTS after_thaw (x int)' >/dev/null
+    fsfreeze --freeze "$root"
+    pg pgclone psql -h /var/run/postgresql -XAtq -c 'INSERT INTO after_thaw VALUES (1); CHECKPOINT' postgres \
+        >"$E2E_WORK/insert.out" 2>&1 &
+    local writer=$!
+    sleep 2
+    if kill -0 "$writer" 2>/dev/null; then e2e_ok "a write on the frozen partition waits"
+    else e2e_not_ok "a write on the frozen partition waits"; fi
+    local logline
+    logline=$(wc -l <"$E2E_DOCKERD_LOG")   # the log outlives runs: look only at what follows
+    kill -KILL "$pid"
+    for i in $(seq 1 120); do
+        newpid=$(e2e_plugin_pid)
+        [ -n "$newpid" ] && [ "$newpid" != "$pid" ] && break
+        sleep 0.25
+    done
+    e2e_log "plugin $pid killed; Docker started it again as $newpid after about $((i / 4)) s"
+    for i in $(seq 1 120); do
+        kill -0 "$writer" 2>/dev/null || break
+        sleep 0.25
+    done
+    if kill -0 "$writer" 2>/dev/null; then
+        e2e_not_ok "after the plugin's restart the write went through (still waiting after 30 s)"
+        for r in $(partition_roots); do fsfreeze --unfreeze "$r" 2>/dev/null; done
+        wait "$writer"
+    elif wait "$writer"; then e2e_ok "after the plugin's restart the write went through"
+    else e2e_not_ok "after the plugin's restart the write went through"; e2e_diag "$(cat "$E2E_WORK/insert.out")"; fi
+    e2e_match "its start-up thawed the partition (plugin log)" 'was frozen .*thawed' \
+        "$(tail -n +"$((logline + 1))" "$E2E_DOCKERD_LOG")"
+    e2e_eq "the row is there" 1 "$(sql pgclone 'SELECT count(*) FROM after_thaw')"
 
     # A clone of the stopped database needs no recovery.
     e2e_check "docker stop pgsrc" docker stop -t 30 pgsrc
