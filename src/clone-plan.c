@@ -33,7 +33,11 @@ void clone_plan_done(ClonePlan *p)
 int clone_plan_add(ClonePlan *p, ClonePlanOpType type, const char *name, const char *target, CloneMeta *meta)
 {
 	ClonePlanOp op = { .type = type };
+	size_t cost = sizeof(op) + (name ? strlen(name) + 1 : 0) + (target ? strlen(target) + 1 : 0) +
+		      (meta ? meta->xattrs_len : 0);
 
+	if (cost > p->data_max || p->data_len + p->op_bytes > p->data_max - cost)
+		return -E2BIG;
 	if (GROW_ARRAY(p->ops, p->cap, p->n + 1, 256) < 0)
 		return -ENOMEM;
 	if (name && !(op.name = strdup(name)))
@@ -45,6 +49,7 @@ int clone_plan_add(ClonePlan *p, ClonePlanOpType type, const char *name, const c
 	if (meta)
 		clone_meta_move(&op.meta, meta);
 	p->ops[p->n++] = op;
+	p->op_bytes += cost;
 	return 0;
 }
 
@@ -55,7 +60,7 @@ ClonePlanOp *clone_plan_last(ClonePlan *p)
 
 int clone_plan_reserve(ClonePlan *p, size_t len, size_t *ret_off)
 {
-	if (len > p->data_max || p->data_len > p->data_max - len)
+	if (len > p->data_max || p->data_len + p->op_bytes > p->data_max - len)
 		return -E2BIG;
 	if (GROW_ARRAY(p->data, p->data_cap, p->data_len + len, 1u << 20) < 0)
 		return -ENOMEM;

@@ -47,12 +47,13 @@ typedef struct ClonePlan {
 	size_t n, cap;
 	char *data;
 	size_t data_len, data_cap, data_max;
+	size_t op_bytes; /* what the operations take (names, targets, attributes), counted against data_max */
 } ClonePlan;
 
 void clone_plan_init(ClonePlan *p, size_t data_max);
 void clone_plan_done(ClonePlan *p);
 
-/* Appends an operation; copies @name and @target, takes @meta's attributes (if not NULL). */
+/* Appends an operation; copies @name and @target, takes @meta's attributes (if not NULL). -E2BIG when full. */
 int clone_plan_add(ClonePlan *p, ClonePlanOpType type, const char *name, const char *target, CloneMeta *meta);
 /* The last operation added, to fill in numbers. */
 ClonePlanOp *clone_plan_last(ClonePlan *p);
