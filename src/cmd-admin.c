@@ -192,7 +192,7 @@ static void print_partitions(const json_t *parts)
 static void print_volumes(const json_t *vols)
 {
 	static const char *const head[] = { "VOLUME", "STATE", "PARTITION", "LIMIT", "USED", "INODES", "MOUNTS",
-					    "SELFTEST", NULL };
+					    "SELFTEST", "CLONE OF", NULL };
 	Table *t = table_new(head);
 	size_t i;
 	json_t *v;
@@ -217,7 +217,7 @@ static void print_volumes(const json_t *vols)
 		snprintf(mounts, sizeof(mounts), "%lld", (long long)num(s, "mount_count"));
 		const char *row[] = { str(v, "Name"), str(s, "state"), str(part, "label") && *str(part, "label") ? str(part, "label") : str(part, "uuid"),
 				      limit[0] ? limit : "none", used[0] ? used : NULL, inodes[0] ? inodes : NULL, mounts,
-				      st ? str(st, "verdict") : NULL };
+				      st ? str(st, "verdict") : NULL, str(s, "cloned_from") };
 		if (t)
 			(void)table_add_row(t, row);
 	}
@@ -353,6 +353,16 @@ int cmd_volume_show(const CliArgs *a, char **args, int n)
 	       str(p, "problem") ? ": " : "", str(p, "problem") ? str(p, "problem") : "");
 	if (str(s, "owner"))
 		printf("Owner:      %s, mode %s\n", str(s, "owner"), str(s, "mode"));
+	if (str(s, "cloned_from")) {
+		const json_t *cl = json_object_get(s, "clone");
+		printf("Clone of:   %s, as of %s (%s%s, %lld entries", str(s, "cloned_from"),
+		       str(s, "cloned_at") ? str(s, "cloned_at") : "?", str(cl, "method") ? str(cl, "method") : "?",
+		       json_is_true(json_object_get(cl, "source_in_use")) ? ", the source in use" : "",
+		       (long long)num(cl, "entries"));
+		if (json_is_true(json_object_get(cl, "source_in_use")))
+			printf(", partition frozen %lld ms", (long long)num(cl, "frozen_ms"));
+		printf(")\n");
+	}
 	if (q) {
 		char lb[32], ub[32], li[32];
 		human_bytes((uint64_t)num(q, "used_bytes"), ub, sizeof(ub));

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "freeze.h"
+#include "helpers/loopxfs.h"
 #include "helpers/testbed.h"
 #include "helpers/treecmp.h"
 
@@ -163,6 +164,26 @@ Test(daemon_clone, unmounted_source_is_cloned_with_its_root_and_status)
 		cr_assert_eq(read(fd, buf, sizeof(buf) - 1) >= 0, 1);
 		close(fd);
 		cr_assert_str_eq(buf, "top\n");
+	}
+
+	/* The admin command lists it as a clone. */
+	{
+		static char out[64 * 1024], errb[4096];
+		char sock[400];
+		const char *nv = getenv("NVMEVOL_BINARY") ? getenv("NVMEVOL_BINARY") : "build/src/nvmevol";
+
+		snprintf(sock, sizeof(sock), "%s/nvmevol-admin.sock", tb.dir);
+		cr_assert_eq(loopxfs_spawn_capture((const char *const[]){ nv, "status", "--socket", sock, NULL }, out,
+						   sizeof(out), errb, sizeof(errb)), 0, "%s", errb);
+		cr_assert(strstr(out, "CLONE OF"), "%s", out);
+		{
+			const char *line = strstr(out, "\ncopy ");
+			cr_assert(line && strstr(line, "orig") && (!strchr(line + 1, '\n') || strstr(line, "orig") < strchr(line + 1, '\n')),
+				  "the status table does not show copy as a clone of orig:\n%s", out);
+		}
+		cr_assert_eq(loopxfs_spawn_capture((const char *const[]){ nv, "volume", "show", "copy", "--socket", sock, NULL },
+						   out, sizeof(out), errb, sizeof(errb)), 0, "%s", errb);
+		cr_assert(strstr(out, "Clone of:   orig, as of ") && strstr(out, "reflink"), "%s", out);
 	}
 
 	/* The record keeps it across a restart. */
