@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "util/fs-util.h"
+#include "util/io-util.h"
 #include "util/macro.h"
 
 /* fdopendir() that takes @fd over also when it fails (errno kept). */
@@ -45,25 +46,6 @@ DIR *opendir_fd(int dirfd)
 bool is_atomic_tmp_name(const char *name)
 {
 	return name[0] == '.' && strstr(name, ".tmp.") != NULL;
-}
-
-static int write_all(int fd, const void *buf, size_t len)
-{
-	const char *p = buf;
-
-	while (len > 0) {
-		ssize_t n = write(fd, p, len);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return negative_errno();
-		}
-		if (n == 0)
-			return -EIO;
-		p += n;
-		len -= (size_t)n;
-	}
-	return 0;
 }
 
 int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode)
