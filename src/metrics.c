@@ -434,7 +434,8 @@ static uint64_t mono_ms(void)
 static int write_text(MetricsWriter *w, const char *text, size_t len)
 {
 	/* 0644: node_exporter usually runs unprivileged. The temp name never matches *.prom. */
-	return write_file_atomic_at(w->dirfd, METRICS_FILE, text, len, 0644);
+	/* A report, not state: atomic for readers, no fsync (after a crash the next write replaces it anyway). */
+	return write_file_replace_at(w->dirfd, METRICS_FILE, text, len, 0644);
 }
 
 int metrics_writer_write(MetricsWriter *w)

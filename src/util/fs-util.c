@@ -48,7 +48,7 @@ bool is_atomic_tmp_name(const char *name)
 	return name[0] == '.' && strstr(name, ".tmp.") != NULL;
 }
 
-int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode)
+static int replace_file_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode, bool durable)
 {
 	char tmp[320];
 	uint64_t rnd = 0;
@@ -65,7 +65,7 @@ int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t le
 		return negative_errno();
 
 	r = write_all(fd, buf, len);
-	if (r == 0 && fsync(fd) < 0)
+	if (r == 0 && durable && fsync(fd) < 0)
 		r = negative_errno();
 	if (close(fd) < 0 && r == 0)
 		r = negative_errno();
@@ -76,9 +76,19 @@ int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t le
 		return r;
 	}
 	/* The rename is only durable once the directory itself is synced. */
-	if (fsync(dirfd) < 0)
+	if (durable && fsync(dirfd) < 0)
 		return negative_errno();
 	return 0;
+}
+
+int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode)
+{
+	return replace_file_at(dirfd, name, buf, len, mode, true);
+}
+
+int write_file_replace_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode)
+{
+	return replace_file_at(dirfd, name, buf, len, mode, false);
 }
 
 int read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len)

@@ -22,6 +22,8 @@ bool is_atomic_tmp_name(const char *name);
  * step before it succeeded; a failed fsync is never retried.
  */
 int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode);
+/* The same without the fsyncs: readers never see half a file, but a crash may keep the old one (reports, not state). */
+int write_file_replace_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode);
 
 /* Reads a regular file (never through a symlink), at most @max bytes, NUL-terminated. */
 int read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len);
