@@ -27,7 +27,7 @@ BIN=${NVMEVOL_BINARY:-$REPO/build/src/nvmevol}
 PLOT=
 DATA=
 # On the shared development VM unthrottled 300 ms runs scatter from about 0.6 to 1.5 of the
-# baseline: 0.7 would raise false alarms there; 0.5 does not, and a throttle to 1/8 is far below.
+# baseline: 0.7 would raise false alarms there; 0.5 does not, and a throttle to 1/16 is far below.
 RATIO=${DRIFT_RATIO:-0.5}
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -122,10 +122,11 @@ check "the first four runs pass (no baseline yet), the fifth makes the baseline"
 	'[ "$(head -4 "$RUNS" | cut -f6 | sort -u)" = pass ] && [ "$LAST_BASE" != NaN ]'
 BASE=${LAST_BASE%.*}
 
-# A throttle at an eighth of the baseline: the write ratio falls far below $RATIO.
+# A throttle at a sixteenth of the baseline: the write ratio falls far below $RATIO.
 # (blk-throttle lets a burst of one time slice through, so a limit close to the
-# disk's speed barely shows in a 300 ms run.)
-LIMIT=$((BASE / 8 > 1 ? BASE / 8 : 1))
+# disk's speed barely shows in a 300 ms run; at an eighth, one run in a CI pass
+# still measured 0.6 of the baseline.)
+LIMIT=$((BASE / 16 > 1 ? BASE / 16 : 1))
 if [ -n "$PLOT" ]; then
 	for pct in 50 25 12; do
 		echo "throttle ${pct}% of the baseline:"
