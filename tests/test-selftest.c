@@ -105,7 +105,8 @@ static void assert_plausible(const SelftestResult *r, uint64_t budget_ms)
 	cr_assert_geq(r->bytes_read, r->file_bytes);
 	cr_assert_geq(r->blocks_verified, r->file_bytes / 4096);
 	cr_assert(r->alignment >= 512 && (r->alignment & (r->alignment - 1)) == 0, "alignment %u", r->alignment);
-	cr_assert_leq(r->duration_ms, 3 * budget_ms, "took %llu ms for a budget of %llu ms",
+	/* Catches an engine that ignores its budget (seconds), not scheduling noise on a loaded machine. */
+	cr_assert_leq(r->duration_ms, 3 * budget_ms + 1000, "took %llu ms for a budget of %llu ms",
 		      (unsigned long long)r->duration_ms, (unsigned long long)budget_ms);
 	cr_assert_geq(r->duration_ms, budget_ms / 2);
 	cr_assert(!r->named_scratch, "XFS supports O_TMPFILE");
