@@ -291,7 +291,7 @@ Test(regress, get_during_rescans_of_a_flapping_partition)
 /* Bug 7: trash left by an earlier run is emptied in the background: the socket serves first. */
 Test(regress, start_up_does_not_wait_for_the_trash)
 {
-	char trash[700], src[700], dst[800];
+	char trash[700], dst[800];
 
 	testbed_stop(&tb, SIGKILL);
 	part_path(0, "trash", trash, sizeof(trash));
@@ -304,7 +304,6 @@ Test(regress, start_up_does_not_wait_for_the_trash)
 			write_file(f, "x");
 		}
 	}
-	(void)src;
 	/* Each deletion is followed by a pause: a trash that takes seconds to empty. */
 	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", "NVMEVOL_TEST_TRASH_PAUSE_MS=1500", NULL }), 0);
 	cr_assert_eq(tb_call(&tb, "List", &rep, "{}"), 0);

@@ -549,21 +549,16 @@ Test(daemon, legacy_removing_record_with_an_intact_directory_keeps_the_volume)
 Test(daemon, second_instance_on_the_same_state_is_refused)
 {
 	Testbed second = tb;
-	char buf[4096];
-	FILE *f;
-	size_t n;
+	char *log;
 
 	snprintf(second.sock, sizeof(second.sock), "%s/s2.sock", tb.dir);
 	snprintf(second.log, sizeof(second.log), "%s/second.log", tb.dir);
 	second.pid = -1;
 	cr_assert_neq(testbed_start(&second, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0,
 		      "a second daemon started on a locked state directory");
-	f = fopen(second.log, "r");
-	cr_assert_not_null(f);
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	buf[n] = '\0';
-	fclose(f);
-	cr_assert(strstr(buf, "state locked"), "%s", buf);
+	log = testbed_log_text(&second);
+	cr_assert(strstr(log, "state locked"), "%s", log);
+	free(log);
 	cr_assert_eq(tb_call(&tb, "List", &rep, "{}"), 0, "the first instance must be unaffected");
 }
 

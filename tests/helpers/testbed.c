@@ -295,6 +295,23 @@ int tb_call(Testbed *tb, const char *endpoint, ClientReply *ret, const char *fmt
 	return ret->status == 200 && client_err(ret)[0] == '\0' ? 0 : -1;
 }
 
+char *testbed_log_text(const Testbed *tb)
+{
+	FILE *f = fopen(tb->log, "r");
+	char *buf = NULL;
+	size_t len = 0;
+
+	cr_assert_not_null(f, "%s: %s", tb->log, strerror(errno));
+	/* getdelim reads to the end: the log has no NUL, and an empty log gives -1 with no buffer. */
+	if (getdelim(&buf, &len, '\0', f) < 0) {
+		free(buf);
+		buf = strdup("");
+	}
+	fclose(f);
+	cr_assert_not_null(buf);
+	return buf;
+}
+
 char *mountinfo_line(const char *target)
 {
 	char line[4096], t[512], *found = NULL;

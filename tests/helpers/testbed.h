@@ -70,5 +70,8 @@ int tb_call(Testbed *tb, const char *endpoint, ClientReply *ret, const char *fmt
  */
 long long testbed_write_bytes(const char *path, long long bytes, bool append, int *ret_errno);
 
+/* The whole daemon log (malloc'd, NUL-terminated); a failed assertion if it cannot be read. */
+char *testbed_log_text(const Testbed *tb);
+
 /* The /proc/self/mountinfo line whose mount point is @target, or NULL (malloc'd). */
 char *mountinfo_line(const char *target);
