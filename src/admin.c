@@ -361,6 +361,7 @@ void admin_http_handler(void *userdata, const HttpRequest *hr, HttpResponse *ret
 	Admin *a = userdata;
 	_cleanup_free_ char *err = NULL, *sum = NULL;
 	AdminRequest req = { 0 };
+	const char *path, *target;
 	unsigned status = 400;
 	json_t *result = NULL;
 	char who[256], client[210];
@@ -389,19 +390,18 @@ void admin_http_handler(void *userdata, const HttpRequest *hr, HttpResponse *ret
 		return;
 	}
 	change = req.endpoint != ADMIN_STATUS && req.endpoint != ADMIN_VOLUME_SHOW;
+	path = admin_endpoint_to_path(req.endpoint);
+	target = req.name ? req.name : req.partition ? req.partition : "";
 	if (change)
-		log_info("admin: %s %s requested by %s", admin_endpoint_to_path(req.endpoint),
-			 req.name ? req.name : req.partition ? req.partition : "", who);
+		log_info("admin: %s %s requested by %s", path, target, who);
 	dispatch(a, &req, &result, &err, &r);
 	if (r < 0) {
-		log_warning("admin: %s %s by %s failed: %s", admin_endpoint_to_path(req.endpoint),
-			    req.name ? req.name : req.partition ? req.partition : "", who, err ? err : errno_str(r));
+		log_warning("admin: %s %s by %s failed: %s", path, target, who, err ? err : errno_str(r));
 		reply_error(status_of(r), err ? err : errno_str(r), ret);
 	} else {
 		if (change) {
 			sum = summary(result);
-			log_info("admin: %s %s by %s done: %s", admin_endpoint_to_path(req.endpoint),
-				 req.name ? req.name : req.partition ? req.partition : "", who, sum ? sum : "");
+			log_info("admin: %s %s by %s done: %s", path, target, who, sum ? sum : "");
 		}
 		reply(result, ret);
 	}

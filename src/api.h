@@ -13,7 +13,6 @@
 #include "options.h"
 
 #define API_BODY_MAX HTTP_BODY_MAX
-#define API_CONTENT_TYPE "application/vnd.docker.plugins.v1.1+json"
 
 typedef enum ApiEndpoint {
 	API_ACTIVATE,

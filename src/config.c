@@ -65,6 +65,18 @@ static int number(const char *name, uint64_t def, uint64_t min, uint64_t max, ui
 	return 0;
 }
 
+/* A device check's setting: off, warn (the default) or enforce. */
+static int policy_mode(const char *name, DevicePolicyMode *ret, char **reterr_msg)
+{
+	const char *v = env_or(name, "warn");
+	DevicePolicyMode m = device_policy_mode_from_string(v);
+
+	if (m < 0)
+		return errmsg_set(reterr_msg, -EINVAL, "%s='%s' must be off, warn or enforce", name, v);
+	*ret = m;
+	return 0;
+}
+
 static int split_devices(Config *c, const char *list, char **reterr_msg)
 {
 	_cleanup_free_ char *copy = strdup(list);
@@ -181,17 +193,12 @@ int config_from_env(Config **ret, char **reterr_msg)
 		r = number("NVMEVOL_CLONE_FREEZE_BUDGET_MS", 1000, 10, 60000, &c->clone_freeze_budget_ms, reterr_msg);
 	if (r == 0)
 		r = number("NVMEVOL_HEALTH_CACHE_SECONDS", 60, 0, 86400, &c->health_cache_seconds, reterr_msg);
+	if (r == 0)
+		r = policy_mode("NVMEVOL_REQUIRE_NVME", &c->require_nvme, reterr_msg);
+	if (r == 0)
+		r = policy_mode("NVMEVOL_HEALTH", &c->health, reterr_msg);
 	if (r < 0)
 		return r;
-
-	c->require_nvme = device_policy_mode_from_string(env_or("NVMEVOL_REQUIRE_NVME", "warn"));
-	if (c->require_nvme < 0)
-		return errmsg_set(reterr_msg, -EINVAL, "NVMEVOL_REQUIRE_NVME='%s' must be off, warn or enforce",
-				  env_or("NVMEVOL_REQUIRE_NVME", ""));
-	c->health = device_policy_mode_from_string(env_or("NVMEVOL_HEALTH", "warn"));
-	if (c->health < 0)
-		return errmsg_set(reterr_msg, -EINVAL, "NVMEVOL_HEALTH='%s' must be off, warn or enforce",
-				  env_or("NVMEVOL_HEALTH", ""));
 
 	/* The pool-wide relative thresholds: the volume options' parser, under the setting's name. */
 	static const char *const ratio_keys[][2] = {

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 
+#include "admin-protocol.h"
 #include "http.h"
 #include "util/log.h"
 #include "util/macro.h"
@@ -178,7 +179,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			.body = req->body ? req->body : "",
 			.len = req->len,
 			.peer = peer_of(conn),
-			.client = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Nvmevol-Client"),
+			.client = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, ADMIN_CLIENT_HEADER),
 		};
 		s->handler(s->userdata, &hr, &resp);
 	}

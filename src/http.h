@@ -29,7 +29,7 @@ typedef struct HttpRequest {
 	const char *body; /* NUL-terminated, "" when there is none */
 	size_t len;
 	HttpPeer peer;
-	const char *client; /* the X-Nvmevol-Client header (what the client says it is), or NULL */
+	const char *client; /* the ADMIN_CLIENT_HEADER (what the client says it is), or NULL */
 } HttpRequest;
 
 typedef struct HttpResponse {

@@ -23,38 +23,43 @@
 static const char *const resize_keys[] = { "size", "inodes", NULL };
 static const char *const set_keys[] = { "selftest", "min_write_mbps", "min_read_mbps", "min_iops", "max_p99_ms", NULL };
 
-/* A reference to @v's partition if an admin change may write there; else NULL and an Err that says why. */
-static PartitionFs *writable_partition(Manager *m, Volume *v, char **reterr_msg)
+/*
+ * The options @v would have after the request's @changes to @keys, and a
+ * reference to its partition if an admin change may write there; else an Err
+ * that says why.
+ */
+static int change_begin(Manager *m, Volume *v, const json_t *changes, const char *const *keys, VolumeOptions *ret_want,
+			PartitionFs **ret_fs, char **reterr_msg)
 {
 	char pname[PARTITION_NAME_MAX];
 	PartitionInfo info;
 	PartitionFs *fs;
+	int r;
 
-	if (v->corrupt) {
-		errmsg_set(reterr_msg, -EUCLEAN, "volume %s has an unreadable record (%s); nothing can be changed", v->name,
-			   v->corrupt);
-		return NULL;
-	}
+	r = volume_options_change(&v->opts, changes, keys, ret_want, reterr_msg);
+	if (r < 0)
+		return r;
+	if (v->corrupt)
+		return errmsg_set(reterr_msg, -EUCLEAN, "volume %s has an unreadable record (%s); nothing can be changed",
+				  v->name, v->corrupt);
 	fs = partition_fs_get(m->pool, v->part);
 	partition_snapshot(m->pool, v->part, &info);
 	partition_display_name(&info, pname, sizeof(pname));
 	if (fs && v->index_only && manager_refresh_index_only(m, v, fs) < 0) {
 		partition_fs_put(fs);
-		errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", v->name);
-		return NULL;
+		return errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", v->name);
 	}
-	if (!fs) {
-		errmsg_set(reterr_msg, -ENODEV, "volume %s is on partition %s (UUID %s), which is not available (%s); attach it first",
-			   v->name, pname, info.uuid, info.problem[0] ? info.problem : "not detected");
-		return NULL;
-	}
+	if (!fs)
+		return errmsg_set(reterr_msg, -ENODEV,
+				  "volume %s is on partition %s (UUID %s), which is not available (%s); attach it first",
+				  v->name, pname, info.uuid, info.problem[0] ? info.problem : "not detected");
 	if (fs->read_only || !info.adopted) {
 		partition_fs_put(fs);
-		errmsg_set(reterr_msg, -EROFS, "volume %s is on partition %s, which is read-only until adopted: run "
-			   "'nvmevol partition adopt %s' first", v->name, pname, info.uuid);
-		return NULL;
+		return errmsg_set(reterr_msg, -EROFS, "volume %s is on partition %s, which is read-only until adopted: run "
+				  "'nvmevol partition adopt %s' first", v->name, pname, info.uuid);
 	}
-	return fs;
+	*ret_fs = fs;
+	return 0;
 }
 
 /* Writes @v's record with @opts; on failure @v keeps its old options. */
@@ -149,12 +154,9 @@ static int resize_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	PartitionFs *fs;
 	int r;
 
-	r = volume_options_change(&v->opts, a->in, resize_keys, &want, reterr_msg);
+	r = change_begin(m, v, a->in, resize_keys, &want, &fs, reterr_msg);
 	if (r < 0)
 		return r;
-	fs = writable_partition(m, v, reterr_msg);
-	if (!fs)
-		return v->removed ? -ENOENT : -ENODEV;
 	if (!fs->quota && sizelimit_wanted(&want)) {
 		r = errmsg_set(reterr_msg, -EOPNOTSUPP,
 			       "the partition of volume %s is mounted without XFS project quota, so no size or inode limit "
@@ -236,12 +238,9 @@ static int set_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	PartitionFs *fs;
 	int r;
 
-	r = volume_options_change(&v->opts, a->in, set_keys, &want, reterr_msg);
+	r = change_begin(m, v, a->in, set_keys, &want, &fs, reterr_msg);
 	if (r < 0)
 		return r;
-	fs = writable_partition(m, v, reterr_msg);
-	if (!fs)
-		return v->removed ? -ENOENT : -ENODEV;
 	r = commit_options(m, v, fs, &want, reterr_msg);
 	partition_fs_put(fs);
 	if (r < 0)

@@ -8,6 +8,7 @@
 
 #include "mount-users.h"
 #include "mount.h"
+#include "util/alloc-util.h"
 #include "util/fs-util.h"
 #include "util/macro.h"
 
@@ -56,7 +57,7 @@ int mount_users_find(const char *proc, dev_t dev, const char *root, uint64_t ski
 		     MountUser **ret, size_t *ret_n, size_t *ret_scanned)
 {
 	uint64_t *seen = NULL;
-	size_t n_seen = 0, n = 0;
+	size_t n_seen = 0, cap_seen = 0, n = 0, cap = 0;
 	MountUser *out = NULL;
 	struct dirent *de;
 	DIR *d;
@@ -72,7 +73,6 @@ int mount_users_find(const char *proc, dev_t dev, const char *root, uint64_t ski
 		bool dup = false;
 		char *target;
 		size_t clen = 0;
-		void *p;
 
 		if (de->d_name[0] < '1' || de->d_name[0] > '9')
 			continue;
@@ -84,25 +84,21 @@ int mount_users_find(const char *proc, dev_t dev, const char *root, uint64_t ski
 			dup = seen[i] == (uint64_t)ns.st_ino;
 		if (dup)
 			continue;
-		p = realloc(seen, (n_seen + 1) * sizeof(*seen));
-		if (!p) {
+		if (GROW_ARRAY(seen, cap_seen, n_seen + 1, 64) < 0) {
 			r = -ENOMEM;
 			break;
 		}
-		seen = p;
 		seen[n_seen++] = (uint64_t)ns.st_ino;
 		if ((uint64_t)ns.st_ino == skip_ns)
 			continue;
 		target = find_in(pidfd, dev, root, skip_suffix);
 		if (!target)
 			continue;
-		p = realloc(out, (n + 1) * sizeof(*out));
-		if (!p) {
+		if (GROW_ARRAY(out, cap, n + 1, 8) < 0) {
 			free(target);
 			r = -ENOMEM;
 			break;
 		}
-		out = p;
 		out[n] = (MountUser){ .pid = atoi(de->d_name), .mount_ns = (uint64_t)ns.st_ino, .target = target };
 		if (read_file_at(pidfd, "comm", 256, &comm, &clen) == 0)
 			snprintf(out[n].comm, sizeof(out[n].comm), "%.*s", (int)strcspn(comm, "\n"), comm);

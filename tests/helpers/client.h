@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* A minimal HTTP/1.1 client over a unix socket, for tests: one request per connection. */
+/* Requests to the daemon's sockets for tests, through the command line's HTTP client (src/http-client.c). */
 #pragma once
 
 #include <jansson.h>
