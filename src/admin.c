@@ -196,14 +196,14 @@ static void reply_error(unsigned status, const char *msg, HttpResponse *ret)
 	json_t *j = json_pack("{s:s}", "Err", msg && *msg ? msg : "unknown error");
 
 	ret->status = status;
-	ret->body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	ret->body = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
 	json_decref(j);
 }
 
 static void reply(json_t *j, HttpResponse *ret)
 {
 	ret->status = 200;
-	ret->body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	ret->body = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
 	json_decref(j);
 	if (!ret->body)
 		reply_error(500, "out of memory", ret);
@@ -294,7 +294,7 @@ static int import_entries(Admin *a, json_t *entries, json_t **ret)
 /* A one-line summary of the result for the log. */
 static char *summary(const json_t *result)
 {
-	char *s = result ? json_dumps(result, JSON_COMPACT) : NULL;
+	char *s = result ? json_dumps(result, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
 
 	if (s && strlen(s) > 400)
 		strcpy(s + 396, "...}");

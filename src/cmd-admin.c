@@ -65,7 +65,7 @@ static int send_changes(const CliArgs *a, AdminTarget *t, const char *endpoint, 
 
 static int print_json(const json_t *j)
 {
-	if (json_dumpf(j, stdout, JSON_INDENT(2) | JSON_SORT_KEYS) < 0)
+	if (json_dumpf(j, stdout, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(15)) < 0)
 		return CLI_EXIT_FAILURE;
 	fputc('\n', stdout);
 	return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILURE;

@@ -169,7 +169,7 @@ int http_client_request(const char *sock, const char *method, const char *path, 
 	_cleanup_free_ char *head = NULL, *buf = NULL;
 	size_t hlen = 0, blen = 0, cap = 0;
 	FILE *f;
-	int r;
+	int r, send_err;
 
 	*ret = (HttpClientReply){ 0 };
 	if (strlen(sock) >= sizeof(sa.sun_path))
@@ -196,8 +196,10 @@ int http_client_request(const char *sock, const char *method, const char *path, 
 	r = write_all(fd, head, hlen);
 	if (r == 0 && body && len)
 		r = write_all(fd, body, len);
-	if (r < 0)
+	/* A server may answer and close before reading all of a body it refuses (413): read that answer. */
+	if (r < 0 && r != -EPIPE && r != -ECONNRESET)
 		return r;
+	send_err = r;
 
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -223,14 +225,16 @@ int http_client_request(const char *sock, const char *method, const char *path, 
 		n = read(fd, buf + blen, cap - blen - 1);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n < 0 && blen > 0 && errno == ECONNRESET)
+			break; /* the answer came before the reset */
 		if (n < 0)
-			return negative_errno();
+			return send_err < 0 ? send_err : negative_errno();
 		if (n == 0)
 			break;
 		blen += (size_t)n;
 	}
-	if (!buf)
-		return -EPROTO;
+	if (!buf || blen == 0)
+		return send_err < 0 ? send_err : -EPROTO;
 	buf[blen] = '\0';
 	return http_client_parse_reply(buf, blen, ret);
 }

@@ -67,10 +67,22 @@ int testbed_detach(Testbed *tb, int i)
 {
 	TestbedPartition *p = &tb->parts[i];
 
+	char backing[128];
+
 	if (!p->attached)
 		return 0;
 	p->attached = false;
-	return RUN("losetup", "-d", p->device) == 0 ? 0 : -EIO;
+	if (RUN("losetup", "-d", p->device) != 0)
+		return -EIO;
+	/*
+	 * A loop device still in use (a lazily detached mount not yet gone) is only
+	 * marked autoclear: it stays bound, and a daemon started now would find the
+	 * filesystem again. Wait until the kernel has really let it go.
+	 */
+	snprintf(backing, sizeof(backing), "/sys/block/%s/loop/backing_file", p->device + strlen("/dev/"));
+	for (int wait = 0; wait < 100 && access(backing, F_OK) == 0; wait++)
+		usleep(50 * 1000);
+	return access(backing, F_OK) == 0 ? -EBUSY : 0;
 }
 
 /* Safety net: a failed assertion in a suite's .init skips its .fini, so live testbeds go at exit. */
