@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -111,6 +112,17 @@ static int set_new(json_t *o, const char *key, json_t *v)
 	return json_object_set_new(o, key, v);
 }
 
+int selftest_figures_to_json(json_t *o, const SelftestResult *r)
+{
+	int failed = 0;
+
+	for (SelftestFigure f = 0; f < _SELFTEST_FIG_MAX; f++)
+		failed |= set_new(o, figure_table[f].key,
+				  figure_table[f].decimals == 0 ? json_integer(iops(*figure_field((SelftestResult *)r, f)))
+								: json_real(selftest_figure(r, f)));
+	return failed ? -ENOMEM : 0;
+}
+
 json_t *selftest_result_to_json(const SelftestResult *r)
 {
 	json_t *o;
@@ -120,11 +132,7 @@ json_t *selftest_result_to_json(const SelftestResult *r)
 	if (!o)
 		return NULL;
 
-	/* The figures as figure_table names and rounds them; whole numbers (IOPS) as integers. */
-	for (SelftestFigure f = 0; f < _SELFTEST_FIG_MAX; f++)
-		failed |= set_new(o, figure_table[f].key,
-				  figure_table[f].decimals == 0 ? json_integer(iops(*figure_field((SelftestResult *)r, f)))
-								: json_real(selftest_figure(r, f)));
+	failed |= selftest_figures_to_json(o, r) < 0;
 	failed |= set_new(o, "duration_ms", json_integer((json_int_t)r->duration_ms));
 	failed |= set_new(o, "bytes_written", json_integer((json_int_t)r->bytes_written));
 	failed |= set_new(o, "bytes_read", json_integer((json_int_t)r->bytes_read));
