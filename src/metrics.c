@@ -78,6 +78,14 @@ static const char *help_of(const char *family)
 	return "";
 }
 
+/* Starts family @name before its first sample only: a family without samples is left out. */
+static void family_once(Prom *pr, bool *begun, const char *name, const char *type, const char *help)
+{
+	if (!*begun)
+		prom_family(pr, name, type, help);
+	*begun = true;
+}
+
 typedef const SelftestResult *(*FiguresOf)(const MetricsPartition *p);
 
 static const SelftestResult *last_run_of(const MetricsPartition *p)
@@ -116,9 +124,7 @@ static void render_figures(Prom *pr, const MetricsSnapshot *s, const char *prefi
 
 				if (!streq(fx->family, families[k]))
 					continue;
-				if (!begun)
-					prom_family(pr, name, "gauge", help);
-				begun = true;
+				family_once(pr, &begun, name, "gauge", help);
 				if (fx->quantile)
 					prom_sample(pr, "", PROM_LABELS("partition", p->uuid, "partition_label", p->label, "op", fx->op,
 									 "percentile", fx->quantile), v);
@@ -147,21 +153,21 @@ static void render_part_gauge(Prom *pr, const MetricsSnapshot *s, const char *na
 
 		if (!get(&s->parts[i], &v))
 			continue;
-		if (!begun)
-			prom_family(pr, name, type, help);
-		begun = true;
+		family_once(pr, &begun, name, type, help);
 		prom_sample(pr, "", PART_LABELS(&s->parts[i]), v);
 	}
 }
 
-#define PART_GETTER(fn, cond, expr)                                   \
-	static bool fn(const MetricsPartition *p, double *ret)        \
-	{                                                             \
-		if (!(cond))                                          \
-			return false;                                 \
-		*ret = (double)(expr);                                \
-		return true;                                          \
+/* A PartValue or VolValue: @expr of the partition p / volume v where @cond holds. */
+#define GETTER(fn, Type, var, cond, expr)                       \
+	static bool fn(const Type *var, double *ret)            \
+	{                                                       \
+		if (!(cond))                                    \
+			return false;                           \
+		*ret = (double)(expr);                          \
+		return true;                                    \
 	}
+#define PART_GETTER(fn, cond, expr) GETTER(fn, MetricsPartition, p, cond, expr)
 
 PART_GETTER(get_present, true, p->present)
 PART_GETTER(get_quota, p->present, p->quota)
@@ -214,10 +220,8 @@ static void render_partitions(Prom *pr, const MetricsSnapshot *s)
 
 		if (!p->has_selftest)
 			continue;
-		if (!begun)
-			prom_family(pr, "nvmevol_partition_selftest_verdict", "gauge",
-				    "Verdict of the last self-test against the pool-wide thresholds (1 for the current one)");
-		begun = true;
+		family_once(pr, &begun, "nvmevol_partition_selftest_verdict", "gauge",
+			    "Verdict of the last self-test against the pool-wide thresholds (1 for the current one)");
 		for (int v = 0; v < _SELFTEST_VERDICT_MAX; v++)
 			prom_sample(pr, "", PROM_LABELS("partition", p->uuid, "partition_label", p->label, "verdict",
 							 selftest_verdict_to_string((SelftestVerdict)v)),
@@ -243,10 +247,8 @@ static void render_partitions(Prom *pr, const MetricsSnapshot *s)
 
 			if (bv <= 0)
 				continue;
-			if (!begun)
-				prom_family(pr, "nvmevol_partition_selftest_baseline_ratio", "gauge",
-					    "Last self-test figure divided by the partition's baseline (label figure)");
-			begun = true;
+			family_once(pr, &begun, "nvmevol_partition_selftest_baseline_ratio", "gauge",
+				    "Last self-test figure divided by the partition's baseline (label figure)");
 			prom_sample(pr, "", PROM_LABELS("partition", p->uuid, "partition_label", p->label, "figure",
 							 selftest_figure_info(f)->key),
 				    selftest_figure(&p->selftest, f) / bv);
@@ -264,10 +266,8 @@ static void render_partitions(Prom *pr, const MetricsSnapshot *s)
 			SelftestTrend t;
 
 			selftest_history_trend(p->history, f, &recent, &t);
-			if (!begun)
-				prom_family(pr, "nvmevol_partition_selftest_trend", "gauge",
-					    "Direction of each figure over the last comparable runs (1 for the current one)");
-			begun = true;
+			family_once(pr, &begun, "nvmevol_partition_selftest_trend", "gauge",
+				    "Direction of each figure over the last comparable runs (1 for the current one)");
 			for (int d = 0; d < _SELFTEST_TREND_MAX; d++)
 				prom_sample(pr, "", PROM_LABELS("partition", p->uuid, "partition_label", p->label, "figure",
 								 selftest_figure_info(f)->key, "direction",
@@ -289,21 +289,12 @@ static void render_vol_gauge(Prom *pr, const MetricsSnapshot *s, const char *nam
 
 		if (!get(v, &x))
 			continue;
-		if (!begun)
-			prom_family(pr, name, "gauge", help);
-		begun = true;
+		family_once(pr, &begun, name, "gauge", help);
 		prom_sample(pr, "", PROM_LABELS("volume", v->name, "partition", v->partition), x);
 	}
 }
 
-#define VOL_GETTER(fn, cond, expr)                               \
-	static bool fn(const MetricsVolume *v, double *ret)      \
-	{                                                        \
-		if (!(cond))                                     \
-			return false;                            \
-		*ret = (double)(expr);                           \
-		return true;                                     \
-	}
+#define VOL_GETTER(fn, cond, expr) GETTER(fn, MetricsVolume, v, cond, expr)
 
 VOL_GETTER(get_mounts, true, v->mounts)
 VOL_GETTER(get_size_limit, v->size_limit > 0, v->size_limit)
@@ -339,26 +330,30 @@ static void render_volumes(Prom *pr, const MetricsSnapshot *s)
 
 		if (!v->has_verdict)
 			continue;
-		if (!begun)
-			prom_family(pr, "nvmevol_volume_selftest_verdict", "gauge",
-				    "Self-test verdict of the volume's last mount against its own thresholds (value 1; label verdict)");
-		begun = true;
+		family_once(pr, &begun, "nvmevol_volume_selftest_verdict", "gauge",
+			    "Self-test verdict of the volume's last mount against its own thresholds (value 1; label verdict)");
 		prom_sample(pr, "", PROM_LABELS("volume", v->name, "partition", v->partition, "verdict",
 						 selftest_verdict_to_string(v->verdict)),
 			    1);
 	}
 }
 
-static void render_process(Prom *pr, const MetricsSnapshot *s, const StatsSnapshot *st, int64_t now)
+/* nvmevol_up and when the file was written: all a stopped plugin's file says. */
+static void render_up(Prom *pr, bool up, int64_t now)
 {
 	prom_family(pr, "nvmevol_up", "gauge", "1 while nvmevol runs; a graceful stop leaves 0");
-	prom_sample(pr, "", NULL, 1);
+	prom_sample(pr, "", NULL, up);
+	prom_family(pr, "nvmevol_metrics_timestamp_seconds", "gauge", "When this file was written, seconds since the epoch");
+	prom_sample(pr, "", NULL, (double)now);
+}
+
+static void render_process(Prom *pr, const MetricsSnapshot *s, const StatsSnapshot *st, int64_t now)
+{
+	render_up(pr, true, now);
 	prom_family(pr, "nvmevol_build_info", "gauge", "The running nvmevol (value 1; label version)");
 	prom_sample(pr, "", PROM_LABELS("version", PROJECT_VERSION), 1);
 	prom_family(pr, "nvmevol_start_time_seconds", "gauge", "Start of the nvmevol process, seconds since the epoch");
 	prom_sample(pr, "", NULL, (double)s->start_time);
-	prom_family(pr, "nvmevol_metrics_timestamp_seconds", "gauge", "When this file was written, seconds since the epoch");
-	prom_sample(pr, "", NULL, (double)now);
 
 	prom_family(pr, "nvmevol_volumes", "gauge", "Volumes nvmevol holds, by state");
 	for (size_t k = 0; k < s->n_states; k++)
@@ -607,11 +602,7 @@ MetricsWriter *metrics_writer_stop(MetricsWriter *w)
 
 	/* What a scrape of a stopped plugin should say: not up, and since when. */
 	if (prom_begin(&pr) == 0) {
-		prom_family(&pr, "nvmevol_up", "gauge", "1 while nvmevol runs; a graceful stop leaves 0");
-		prom_sample(&pr, "", NULL, 0);
-		prom_family(&pr, "nvmevol_metrics_timestamp_seconds", "gauge",
-			    "When this file was written, seconds since the epoch");
-		prom_sample(&pr, "", NULL, (double)time(NULL));
+		render_up(&pr, false, (int64_t)time(NULL));
 		text = prom_end(&pr, &len);
 		if (text && write_text(w, text, len) < 0)
 			log_warning("cannot write the final metrics file %s/%s", w->dir, METRICS_FILE);

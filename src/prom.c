@@ -39,26 +39,13 @@ int prom_begin(Prom *p)
 	return p->f ? 0 : -ENOMEM;
 }
 
-/* HELP text: backslash and newline escaped. */
-static void put_help(FILE *f, const char *s)
+/* Backslash and newline escaped, and the double quote in label values (not in HELP text). */
+static void put_escaped(FILE *f, const char *s, bool quote)
 {
 	for (; *s; s++) {
 		if (*s == '\\')
 			fputs("\\\\", f);
-		else if (*s == '\n')
-			fputs("\\n", f);
-		else
-			fputc(*s, f);
-	}
-}
-
-/* Label values: backslash, double quote and newline escaped. */
-static void put_label_value(FILE *f, const char *s)
-{
-	for (; *s; s++) {
-		if (*s == '\\')
-			fputs("\\\\", f);
-		else if (*s == '"')
+		else if (quote && *s == '"')
 			fputs("\\\"", f);
 		else if (*s == '\n')
 			fputs("\\n", f);
@@ -89,7 +76,7 @@ void prom_family(Prom *p, const char *name, const char *type, const char *help)
 	}
 	strcpy(p->family, name);
 	fprintf(p->f, "# HELP %s ", name);
-	put_help(p->f, help);
+	put_escaped(p->f, help, false);
 	fprintf(p->f, "\n# TYPE %s %s\n", name, type);
 }
 
@@ -103,7 +90,7 @@ static void put_labels(Prom *p, const char *const *labels, const char *le)
 			return;
 		}
 		fprintf(p->f, "%s%s=\"", any ? "," : "{", labels[i]);
-		put_label_value(p->f, labels[i + 1]);
+		put_escaped(p->f, labels[i + 1], true);
 		fputc('"', p->f);
 		any = true;
 	}

@@ -185,16 +185,6 @@ void selftest_history_trend(const SelftestHistory *h, SelftestFigure f, double *
 		*ret_trend = SELFTEST_TREND_STEADY;
 }
 
-static void set_figures(json_t *o, const SelftestResult *r)
-{
-	for (SelftestFigure f = 0; f < _SELFTEST_FIG_MAX; f++) {
-		const SelftestFigureInfo *fi = selftest_figure_info(f);
-		double v = selftest_figure(r, f);
-
-		json_object_set_new(o, fi->key, fi->decimals == 0 ? json_integer((json_int_t)v) : json_real(v));
-	}
-}
-
 static void format_time(int64_t t, char *buf, size_t len)
 {
 	time_t tt = (time_t)t;
@@ -234,7 +224,7 @@ json_t *selftest_history_status_json(const SelftestHistory *h, const SelftestRes
 	json_object_set_new(base, "established_at", json_string(stamp));
 	json_object_set_new(base, "budget_ms", json_integer((json_int_t)b->budget_ms));
 	json_object_set_new(base, "iodepth", json_integer(b->iodepth));
-	set_figures(base, &b->fig);
+	(void)selftest_figures_to_json(base, &b->fig);
 
 	if (current && selftest_history_baseline_for(h, budget_ms, current->iodepth)) {
 		json_t *ratio = json_object();
@@ -279,7 +269,7 @@ static json_t *run_json(const SelftestRun *run)
 	json_object_set_new(o, "duration_ms", json_integer((json_int_t)run->fig.duration_ms));
 	json_object_set_new(o, "file_bytes", json_integer((json_int_t)run->fig.file_bytes));
 	json_object_set_new(o, "verify_errors", json_integer((json_int_t)run->fig.verify_errors));
-	set_figures(o, &run->fig);
+	(void)selftest_figures_to_json(o, &run->fig);
 	return o;
 }
 
@@ -308,7 +298,7 @@ char *selftest_history_dump(const SelftestHistory *h)
 			json_object_set_new(b, "at", json_integer(h->baseline.at));
 			json_object_set_new(b, "budget_ms", json_integer((json_int_t)h->baseline.budget_ms));
 			json_object_set_new(b, "iodepth", json_integer(h->baseline.iodepth));
-			set_figures(b, &h->baseline.fig);
+			(void)selftest_figures_to_json(b, &h->baseline.fig);
 		}
 		json_object_set_new(o, "baseline", b);
 	}

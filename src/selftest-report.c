@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -73,28 +74,21 @@ const SelftestFigureInfo *selftest_figure_info(SelftestFigure f)
 	return f >= 0 && f < _SELFTEST_FIG_MAX ? &figure_table[f] : NULL;
 }
 
+/* Where each figure lives in a SelftestResult. */
+static const size_t figure_offset[_SELFTEST_FIG_MAX] = {
+	[SELFTEST_FIG_SEQ_WRITE] = offsetof(SelftestResult, seq_write_mbps),
+	[SELFTEST_FIG_SEQ_READ] = offsetof(SelftestResult, seq_read_mbps),
+	[SELFTEST_FIG_RAND_WRITE_IOPS] = offsetof(SelftestResult, rand_write_iops),
+	[SELFTEST_FIG_RAND_READ_IOPS] = offsetof(SelftestResult, rand_read_iops),
+	[SELFTEST_FIG_WRITE_P50] = offsetof(SelftestResult, write_p50_ms),
+	[SELFTEST_FIG_WRITE_P99] = offsetof(SelftestResult, write_p99_ms),
+	[SELFTEST_FIG_READ_P50] = offsetof(SelftestResult, read_p50_ms),
+	[SELFTEST_FIG_READ_P99] = offsetof(SelftestResult, read_p99_ms),
+};
+
 static double *figure_field(SelftestResult *r, SelftestFigure f)
 {
-	switch (f) {
-	case SELFTEST_FIG_SEQ_WRITE:
-		return &r->seq_write_mbps;
-	case SELFTEST_FIG_SEQ_READ:
-		return &r->seq_read_mbps;
-	case SELFTEST_FIG_RAND_WRITE_IOPS:
-		return &r->rand_write_iops;
-	case SELFTEST_FIG_RAND_READ_IOPS:
-		return &r->rand_read_iops;
-	case SELFTEST_FIG_WRITE_P50:
-		return &r->write_p50_ms;
-	case SELFTEST_FIG_WRITE_P99:
-		return &r->write_p99_ms;
-	case SELFTEST_FIG_READ_P50:
-		return &r->read_p50_ms;
-	case SELFTEST_FIG_READ_P99:
-		return &r->read_p99_ms;
-	default:
-		return NULL;
-	}
+	return (double *)((char *)r + figure_offset[f]);
 }
 
 double selftest_figure_round(SelftestFigure f, double v)
@@ -118,6 +112,17 @@ static int set_new(json_t *o, const char *key, json_t *v)
 	return json_object_set_new(o, key, v);
 }
 
+int selftest_figures_to_json(json_t *o, const SelftestResult *r)
+{
+	int failed = 0;
+
+	for (SelftestFigure f = 0; f < _SELFTEST_FIG_MAX; f++)
+		failed |= set_new(o, figure_table[f].key,
+				  figure_table[f].decimals == 0 ? json_integer(iops(*figure_field((SelftestResult *)r, f)))
+								: json_real(selftest_figure(r, f)));
+	return failed ? -ENOMEM : 0;
+}
+
 json_t *selftest_result_to_json(const SelftestResult *r)
 {
 	json_t *o;
@@ -127,14 +132,7 @@ json_t *selftest_result_to_json(const SelftestResult *r)
 	if (!o)
 		return NULL;
 
-	failed |= set_new(o, "seq_write_mbps", json_real(mbps(r->seq_write_mbps)));
-	failed |= set_new(o, "seq_read_mbps", json_real(mbps(r->seq_read_mbps)));
-	failed |= set_new(o, "rand_write_iops", json_integer(iops(r->rand_write_iops)));
-	failed |= set_new(o, "rand_read_iops", json_integer(iops(r->rand_read_iops)));
-	failed |= set_new(o, "write_p50_ms", json_real(ms(r->write_p50_ms)));
-	failed |= set_new(o, "write_p99_ms", json_real(ms(r->write_p99_ms)));
-	failed |= set_new(o, "read_p50_ms", json_real(ms(r->read_p50_ms)));
-	failed |= set_new(o, "read_p99_ms", json_real(ms(r->read_p99_ms)));
+	failed |= selftest_figures_to_json(o, r) < 0;
 	failed |= set_new(o, "duration_ms", json_integer((json_int_t)r->duration_ms));
 	failed |= set_new(o, "bytes_written", json_integer((json_int_t)r->bytes_written));
 	failed |= set_new(o, "bytes_read", json_integer((json_int_t)r->bytes_read));

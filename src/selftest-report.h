@@ -62,6 +62,8 @@ double selftest_figure_round(SelftestFigure f, double v);
  * print 0.132 as 0.13200000000000001.
  */
 json_t *selftest_result_to_json(const SelftestResult *r);
+/* Only the eight figures, keyed and rounded as above (IOPS as integers), set on @o; 0 or -ENOMEM. */
+int selftest_figures_to_json(json_t *o, const SelftestResult *r);
 #define SELFTEST_JSON_REAL_PRECISION JSON_REAL_PRECISION(15)
 
 /*

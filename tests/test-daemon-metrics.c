@@ -27,10 +27,7 @@ static ClientReply rep;
 static void setup(void)
 {
 	testbed_require_root();
-	if (testbed_init(&tb, 1) < 0) {
-		testbed_destroy(&tb);
-		cr_assert_fail("cannot create a loop XFS partition");
-	}
+	testbed_init_or_fail(&tb, 1);
 }
 
 static void teardown(void)
@@ -41,18 +38,6 @@ static void teardown(void)
 }
 
 TestSuite(metrics_daemon, .init = setup, .fini = teardown, .timeout = 240);
-
-static void start(Testbed *t, const char *const *env)
-{
-	if (testbed_start(t, env) < 0) {
-		char cmd[400];
-
-		snprintf(cmd, sizeof(cmd), "tail -20 %s >&2", t->log);
-		if (system(cmd) != 0)
-			cr_log_warn("cannot show %s", t->log);
-		cr_assert_fail("daemon did not start (log above)");
-	}
-}
 
 static void prom_path(Testbed *t, char *buf, size_t len)
 {
@@ -118,7 +103,7 @@ Test(metrics_daemon, file_parses_and_agrees_with_status)
 	char path[400], cmd[8192], *text;
 	json_t *st;
 
-	start(&tb, fast_env);
+	testbed_start_or_fail(&tb, fast_env);
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"mv1\",\"Opts\":{\"min_write_ratio\":\"0.5\"}}"), 0, "%s",
 		     client_err(&rep));
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"mv2\"}"), 0);
@@ -223,7 +208,7 @@ Test(metrics_daemon, a_reader_never_sees_half_a_file)
 	char path[400];
 	pthread_t t;
 
-	start(&tb, env);
+	testbed_start_or_fail(&tb, env);
 	prom_path(&tb, path, sizeof(path));
 	/* Enough volumes that a file is tens of KiB: a torn write would show. */
 	for (int i = 0; i < 60; i++)
@@ -270,7 +255,7 @@ Test(metrics_daemon, history_survives_restart_and_moves_with_the_disk)
 	json_t *h;
 	long runs;
 
-	start(&tb, fast_env);
+	testbed_start_or_fail(&tb, fast_env);
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"hv\"}"), 0);
 	for (int i = 0; i < 5; i++) {
 		h = mount_and_history(&tb, "hv", i);
@@ -285,7 +270,7 @@ Test(metrics_daemon, history_survives_restart_and_moves_with_the_disk)
 
 	/* A restart of the same daemon: the history and its baseline are read back from the disk. */
 	cr_assert_eq(testbed_stop(&tb, SIGTERM), 0);
-	start(&tb, fast_env);
+	testbed_start_or_fail(&tb, fast_env);
 	/* Before any mount: the metrics show the partition's last run and baseline from its history. */
 	free(wait_for(&tb, "nvmevol_partition_selftest_baseline_established{"));
 	{
@@ -314,7 +299,7 @@ Test(metrics_daemon, history_survives_restart_and_moves_with_the_disk)
 	tb2.n_parts = 1;
 	cr_assert_eq(testbed_attach(&tb2, 0), 0);
 	tb.n_parts = 0; /* tb2 owns the loop device now; tb's directory (the image) goes last */
-	start(&tb2, fast_env);
+	testbed_start_or_fail(&tb2, fast_env);
 	h = mount_and_history(&tb2, "hv", 20);
 	cr_assert_not_null(h, "%s", rep.body);
 	runs = (long)json_integer_value(json_object_get(h, "runs"));

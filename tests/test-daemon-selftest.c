@@ -21,10 +21,7 @@ static ClientReply rep;
 static void setup1(void)
 {
 	testbed_require_root();
-	if (testbed_init(&tb, 1) < 0) {
-		testbed_destroy(&tb);
-		cr_assert_fail("cannot create a loop XFS partition");
-	}
+	testbed_init_or_fail(&tb, 1);
 }
 
 static void teardown(void)
@@ -34,18 +31,6 @@ static void teardown(void)
 }
 
 TestSuite(selftest_mount, .init = setup1, .fini = teardown, .timeout = 180);
-
-static void start(const char *const *env)
-{
-	if (testbed_start(&tb, env) < 0) {
-		char cmd[400];
-		snprintf(cmd, sizeof(cmd), "tail -20 %s >&2", tb.log);
-		if (system(cmd) != 0)
-			fprintf(stderr, "(could not show %s)\n", tb.log);
-		testbed_destroy(&tb);
-		cr_assert_fail("daemon did not start (log above)");
-	}
-}
 
 static json_t *selftest_status(const char *name)
 {
@@ -88,7 +73,7 @@ Test(selftest_mount, first_mount_measures_and_reports_then_caches)
 {
 	json_t *st;
 
-	start((const char *const[]){ "NVMEVOL_SELFTEST=warn", NULL });
+	testbed_start_or_fail(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=warn", NULL });
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"st1\"}"), 0);
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"st2\"}"), 0);
 	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"st1\",\"ID\":\"a\"}"), 0, "%s", client_err(&rep));
@@ -116,7 +101,7 @@ Test(selftest_mount, enforce_refuses_with_figures_and_leaves_nothing_mounted)
 {
 	char mp[400];
 
-	start((const char *const[]){ "NVMEVOL_SELFTEST=warn", NULL });
+	testbed_start_or_fail(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=warn", NULL });
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"slow\",\"Opts\":{\"selftest\":\"enforce\",\"min_write_mbps\":\"9000000\"}}"), 0);
 	cr_assert_neq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"slow\",\"ID\":\"a\"}"), 0);
 	cr_expect(strstr(client_err(&rep), "min_write_mbps") && strstr(client_err(&rep), "9000000") && strstr(client_err(&rep), "MiB/s"),
@@ -135,7 +120,7 @@ Test(selftest_mount, warn_mounts_and_records_the_verdict)
 {
 	json_t *st;
 
-	start((const char *const[]){ "NVMEVOL_SELFTEST=enforce", NULL });
+	testbed_start_or_fail(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=enforce", NULL });
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"meh\",\"Opts\":{\"selftest\":\"warn\",\"min_iops\":\"900000000\"}}"), 0);
 	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"meh\",\"ID\":\"a\"}"), 0, "%s", client_err(&rep));
 	st = selftest_status("meh");
@@ -148,7 +133,7 @@ Test(selftest_mount, policy_off_runs_nothing)
 {
 	json_t *st;
 
-	start((const char *const[]){ "NVMEVOL_SELFTEST=warn", NULL });
+	testbed_start_or_fail(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=warn", NULL });
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"quick\",\"Opts\":{\"selftest\":\"off\"}}"), 0);
 	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"quick\",\"ID\":\"a\"}"), 0);
 	st = selftest_status("quick");
@@ -162,7 +147,7 @@ Test(selftest_mount, corrupt_data_fails_the_mount_under_warn)
 
 	if (!NVMEVOL_TEST_HOOKS)
 		cr_skip_test("needs a build with -Dtest_hooks=true");
-	start((const char *const[]){ "NVMEVOL_SELFTEST=warn", "NVMEVOL_TEST_SELFTEST_CORRUPT=1", NULL });
+	testbed_start_or_fail(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=warn", "NVMEVOL_TEST_SELFTEST_CORRUPT=1", NULL });
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"liar\"}"), 0);
 	cr_assert_neq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"liar\",\"ID\":\"a\"}"), 0);
 	cr_expect(strstr(client_err(&rep), "wrong data"), "%s", client_err(&rep));
@@ -199,7 +184,7 @@ Test(selftest_mount, other_requests_are_answered_while_a_long_selftest_runs)
 	pthread_t ta, tbth;
 	double worst = 0;
 
-	start((const char *const[]){ "NVMEVOL_SELFTEST=warn", "NVMEVOL_SELFTEST_BUDGET_MS=2500", NULL });
+	testbed_start_or_fail(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=warn", "NVMEVOL_SELFTEST_BUDGET_MS=2500", NULL });
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"long1\"}"), 0);
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"long2\"}"), 0);
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"other\"}"), 0);
@@ -234,14 +219,14 @@ Test(selftest_mount, scratch_area_is_clean_after_a_kill)
 	struct mount_job a = { "killed", "a", 0, 0 };
 	pthread_t ta;
 
-	start((const char *const[]){ "NVMEVOL_SELFTEST=warn", "NVMEVOL_SELFTEST_BUDGET_MS=3000", NULL });
+	testbed_start_or_fail(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=warn", "NVMEVOL_SELFTEST_BUDGET_MS=3000", NULL });
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"killed\"}"), 0);
 	pthread_create(&ta, NULL, do_mount, &a);
 	usleep(800 * 1000);
 	testbed_stop(&tb, SIGKILL);
 	pthread_join(ta, NULL);
 	cr_expect_neq(a.rc, 0, "the Mount could not have succeeded");
-	start((const char *const[]){ "NVMEVOL_SELFTEST=off", NULL });
+	testbed_start_or_fail(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL });
 	cr_expect_eq(scratch_entries(), 0, "scratch files left after a kill and restart");
 	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"killed\"}"), 0);
 	cr_expect_eq(json_integer_value(json_object_get(json_object_get(json_object_get(rep.json, "Volume"), "Status"), "mount_count")), 0);

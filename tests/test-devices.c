@@ -193,87 +193,39 @@ Test(devices, xfs_geometry_is_what_mkfs_was_told)
 	close(fd);
 }
 
-/* Runs `nvmevol devices --json ARGS...` with extra environment; returns the parsed array. */
-static json_t *devices_json(const char *const *env, const char *const *args)
-{
-	const char *bin = getenv("NVMEVOL_BINARY") ? getenv("NVMEVOL_BINARY") : "build/src/nvmevol";
-	const char *argv[16] = { "env" };
-	size_t n = 1;
-	static char out[1 << 20];
-	json_error_t jerr;
-	json_t *j;
-
-	for (const char *const *e = env; e && *e; e++)
-		argv[n++] = *e;
-	argv[n++] = bin;
-	argv[n++] = "devices";
-	for (const char *const *a = args; a && *a; a++)
-		argv[n++] = *a;
-	argv[n++] = "--json";
-	argv[n] = NULL;
-	cr_assert_eq(loopxfs_spawn(argv, out, sizeof(out)), 0, "nvmevol devices failed");
-	j = json_loads(out, 0, &jerr);
-	cr_assert(json_is_array(j), "not a JSON array: %s: %.300s", jerr.text, out);
-	return j;
-}
-
-static json_t *entry(json_t *arr, const char *device)
-{
-	size_t i;
-	json_t *e;
-
-	json_array_foreach(arr, i, e)
-		if (strcmp(json_string_value(json_object_get(e, "device")), device) == 0)
-			return e;
-	cr_assert_fail("%s not listed", device);
-	return NULL;
-}
-
-static bool has_reason(json_t *e, const char *code, const char *setting)
-{
-	size_t i;
-	json_t *r;
-
-	json_array_foreach(json_object_get(json_object_get(e, "policy"), "reasons"), i, r)
-		if (strcmp(json_string_value(json_object_get(r, "code")), code) == 0 &&
-		    (!setting || strcmp(json_string_value(json_object_get(r, "setting")), setting) == 0))
-			return true;
-	return false;
-}
-
 Test(devices, the_devices_command)
 {
 	json_t *a, *e;
 
-	a = devices_json(NULL, (const char *const[]){ "--label-prefix", lp.prefix, "--require-nvme", "warn", NULL });
+	a = testbed_devices_json(NULL, (const char *const[]){ "--label-prefix", lp.prefix, "--require-nvme", "warn", NULL });
 	cr_expect_eq(json_array_size(a), 2);
-	e = entry(a, lp.p1);
+	e = testbed_devices_entry(a, lp.p1);
 	cr_expect_str_eq(json_string_value(json_object_get(e, "label")), lp.label1);
 	cr_expect_str_eq(json_string_value(json_object_get(json_object_get(e, "facts"), "transport")), "loop");
 	cr_expect_str_eq(json_string_value(json_object_get(e, "use")), "yes, warn");
-	cr_expect(has_reason(e, "not-nvme", "NVMEVOL_REQUIRE_NVME=warn"));
-	e = entry(a, lp.p2);
-	cr_expect(has_reason(e, "misaligned-partition", NULL));
+	cr_expect(testbed_devices_has_reason(e, "not-nvme", "NVMEVOL_REQUIRE_NVME=warn"));
+	e = testbed_devices_entry(a, lp.p2);
+	cr_expect(testbed_devices_has_reason(e, "misaligned-partition", NULL));
 	cr_expect_not(json_is_true(json_object_get(json_object_get(json_object_get(e, "facts"), "partition"), "aligned")));
 	json_decref(a);
 
 	/* The environment is the default, an option wins over it. */
-	a = devices_json((const char *const[]){ "NVMEVOL_REQUIRE_NVME=enforce", NULL },
+	a = testbed_devices_json((const char *const[]){ "NVMEVOL_REQUIRE_NVME=enforce", NULL },
 			 (const char *const[]){ "--label-prefix", lp.prefix, NULL });
-	e = entry(a, lp.p1);
+	e = testbed_devices_entry(a, lp.p1);
 	cr_expect_str_eq(json_string_value(json_object_get(e, "use")), "no");
-	cr_expect(has_reason(e, "not-nvme", "NVMEVOL_REQUIRE_NVME=enforce"));
+	cr_expect(testbed_devices_has_reason(e, "not-nvme", "NVMEVOL_REQUIRE_NVME=enforce"));
 	json_decref(a);
-	a = devices_json((const char *const[]){ "NVMEVOL_REQUIRE_NVME=enforce", NULL },
+	a = testbed_devices_json((const char *const[]){ "NVMEVOL_REQUIRE_NVME=enforce", NULL },
 			 (const char *const[]){ "--require-nvme", "off", "--label-prefix", lp.prefix, NULL });
-	cr_expect_str_eq(json_string_value(json_object_get(entry(a, lp.p1), "use")), "yes");
+	cr_expect_str_eq(json_string_value(json_object_get(testbed_devices_entry(a, lp.p1), "use")), "yes");
 	json_decref(a);
 
 	/* Geometry is shown where the filesystem is mounted. */
 	cr_assert_eq(SH("mount", "-t", "xfs", "-o", "ro", lp.p1, lp.mnt), 0);
-	a = devices_json(NULL, (const char *const[]){ "--label-prefix", lp.prefix, NULL });
-	cr_expect_eq(json_integer_value(json_object_get(json_object_get(entry(a, lp.p1), "xfs"), "sunit_bytes")), 65536);
-	cr_expect_null(json_object_get(entry(a, lp.p2), "xfs"));
+	a = testbed_devices_json(NULL, (const char *const[]){ "--label-prefix", lp.prefix, NULL });
+	cr_expect_eq(json_integer_value(json_object_get(json_object_get(testbed_devices_entry(a, lp.p1), "xfs"), "sunit_bytes")), 65536);
+	cr_expect_null(json_object_get(testbed_devices_entry(a, lp.p2), "xfs"));
 	json_decref(a);
 	cr_assert_eq(umount2(lp.mnt, 0), 0);
 }
@@ -286,22 +238,22 @@ Test(devices, removable_is_refused_unless_listed)
 	if (!NVMEVOL_TEST_HOOKS)
 		cr_skip_test("needs -Dtest_hooks=true (NVMEVOL_TEST_REMOVABLE); the real USB stick runs in tests/qemu/");
 	snprintf(hook, sizeof(hook), "NVMEVOL_TEST_REMOVABLE=%s", lp.disk);
-	a = devices_json((const char *const[]){ hook, NULL },
+	a = testbed_devices_json((const char *const[]){ hook, NULL },
 			 (const char *const[]){ "--label-prefix", lp.prefix, "--require-nvme", "off", NULL });
-	e = entry(a, lp.p1);
+	e = testbed_devices_entry(a, lp.p1);
 	cr_expect(json_is_true(json_object_get(json_object_get(e, "facts"), "removable")));
 	cr_expect_str_eq(json_string_value(json_object_get(e, "use")), "no");
-	cr_expect(has_reason(e, "untrusted-removable", "NVMEVOL_DEVICES (not listed)"));
+	cr_expect(testbed_devices_has_reason(e, "untrusted-removable", "NVMEVOL_DEVICES (not listed)"));
 	json_decref(a);
 
 	/* Listing one partition (by a path) lets that one in, not its sibling. */
 	snprintf(devs, sizeof(devs), "%s", lp.p1);
-	a = devices_json((const char *const[]){ hook, NULL },
+	a = testbed_devices_json((const char *const[]){ hook, NULL },
 			 (const char *const[]){ "--devices", devs, "--label-prefix", lp.prefix, "--require-nvme", "off", NULL });
-	e = entry(a, lp.p1);
+	e = testbed_devices_entry(a, lp.p1);
 	cr_expect(json_is_true(json_object_get(e, "listed")));
 	cr_expect_str_eq(json_string_value(json_object_get(e, "use")), "yes");
-	cr_expect_str_eq(json_string_value(json_object_get(entry(a, lp.p2), "use")), "no");
+	cr_expect_str_eq(json_string_value(json_object_get(testbed_devices_entry(a, lp.p2), "use")), "no");
 	json_decref(a);
 }
 

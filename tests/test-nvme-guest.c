@@ -17,7 +17,6 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
-#include "helpers/loopxfs.h"
 #include "helpers/testbed.h"
 
 static ClientReply rep;
@@ -36,40 +35,6 @@ static void require_guest(void)
 		cr_skip_test("runs in the qemu guest with emulated NVMe: tests/qemu/run-nvme-tests.sh (qemu stage)");
 }
 
-static json_t *devices_json(const char *const *extra_env, const char *const *args)
-{
-	const char *argv[20] = { "env", "NVMEVOL_LABEL_PREFIX=nvq" };
-	static char out[1 << 20];
-	size_t n = 2;
-	json_error_t jerr;
-	json_t *j;
-
-	for (const char *const *e = extra_env; e && *e; e++)
-		argv[n++] = *e;
-	argv[n++] = env("NVMEVOL_BINARY");
-	argv[n++] = "devices";
-	argv[n++] = "--json";
-	for (const char *const *a = args; a && *a; a++)
-		argv[n++] = *a;
-	argv[n] = NULL;
-	cr_assert_eq(loopxfs_spawn(argv, out, sizeof(out)), 0, "nvmevol devices failed");
-	j = json_loads(out, 0, &jerr);
-	cr_assert(json_is_array(j), "%s: %.400s", jerr.text, out);
-	return j;
-}
-
-static json_t *entry(json_t *a, const char *dev)
-{
-	size_t i;
-	json_t *e;
-
-	json_array_foreach(a, i, e)
-		if (strcmp(json_string_value(json_object_get(e, "device")), dev) == 0)
-			return e;
-	cr_assert_fail("%s is not listed by nvmevol devices", dev);
-	return NULL;
-}
-
 static const char *s(json_t *o, const char *k)
 {
 	return json_string_value(json_object_get(o, k));
@@ -80,27 +45,16 @@ static long long i(json_t *o, const char *k)
 	return json_integer_value(json_object_get(o, k));
 }
 
-static bool has_reason(json_t *e, const char *code)
-{
-	size_t k;
-	json_t *r;
-
-	json_array_foreach(json_object_get(json_object_get(e, "policy"), "reasons"), k, r)
-		if (strcmp(s(r, "code"), code) == 0)
-			return true;
-	return false;
-}
-
 TestSuite(nvme_facts, .init = require_guest, .timeout = 120);
 
 Test(nvme_facts, every_fact_against_what_qemu_was_told)
 {
-	json_t *a = devices_json(NULL, NULL), *e, *f, *h;
+	json_t *a = testbed_devices_json((const char *const[]){ "NVMEVOL_LABEL_PREFIX=nvq", NULL }, NULL), *e, *f, *h;
 
 	cr_expect_eq(json_array_size(a), 5, "%s", json_dumps(a, 0));
 
 	/* nvme0: serial, model, firmware (qemu's version), 512-byte LBAs, not rotational, partition offsets. */
-	e = entry(a, "/dev/nvme0n1p1");
+	e = testbed_devices_entry(a, "/dev/nvme0n1p1");
 	f = json_object_get(e, "facts");
 	cr_expect_str_eq(s(f, "transport"), "nvme");
 	cr_expect_str_eq(s(f, "serial"), env("NVQ_SERIAL0"));
@@ -121,15 +75,15 @@ Test(nvme_facts, every_fact_against_what_qemu_was_told)
 	cr_expect(json_is_integer(json_object_get(h, "temperature_celsius")));
 	cr_expect_str_eq(s(e, "use"), "yes");
 
-	e = entry(a, "/dev/nvme0n1p2");
+	e = testbed_devices_entry(a, "/dev/nvme0n1p2");
 	f = json_object_get(e, "facts");
 	cr_expect_eq(i(json_object_get(f, "partition"), "start_bytes"), 657409LL * 512);
 	cr_expect(json_is_false(json_object_get(json_object_get(f, "partition"), "aligned")));
-	cr_expect(has_reason(e, "misaligned-partition"));
+	cr_expect(testbed_devices_has_reason(e, "misaligned-partition", NULL));
 	cr_expect_str_eq(s(e, "use"), "yes, warn");
 
 	/* nvme1: the critical warning qemu was given, write-cache=off. */
-	e = entry(a, "/dev/nvme1n1");
+	e = testbed_devices_entry(a, "/dev/nvme1n1");
 	h = json_object_get(e, "health");
 	cr_expect_str_eq(s(json_object_get(e, "facts"), "serial"), env("NVQ_SERIAL1"));
 	cr_expect_eq(i(h, "critical_warning"), atoi(env("NVQ_CRIT")));
@@ -137,11 +91,11 @@ Test(nvme_facts, every_fact_against_what_qemu_was_told)
 	cr_expect_str_eq(json_string_value(json_array_get(json_object_get(h, "critical_warnings"), 0)),
 			 "reliability degraded");
 	cr_expect_str_eq(s(h, "volatile_write_cache"), "disabled", "write-cache=off");
-	cr_expect(has_reason(e, "health-critical"));
+	cr_expect(testbed_devices_has_reason(e, "health-critical", NULL));
 	cr_expect_str_eq(s(e, "use"), "yes, warn", "NVMEVOL_HEALTH=warn by default");
 
 	/* virtio: the topology qemu was told, write-cache=off, rotational. */
-	e = entry(a, "/dev/vda");
+	e = testbed_devices_entry(a, "/dev/vda");
 	f = json_object_get(e, "facts");
 	cr_expect_str_eq(s(f, "transport"), "virtio");
 	cr_expect_str_eq(s(f, "serial"), env("NVQ_VIRT_SERIAL"));
@@ -151,26 +105,26 @@ Test(nvme_facts, every_fact_against_what_qemu_was_told)
 	cr_expect_str_eq(s(f, "write_cache"), "write through");
 	cr_expect(json_is_true(json_object_get(f, "rotational")));
 	cr_expect_null(json_object_get(e, "health"));
-	cr_expect(has_reason(e, "not-nvme"));
+	cr_expect(testbed_devices_has_reason(e, "not-nvme", NULL));
 
 	/* The USB stick: USB transport, removable, its serial, refused until listed. */
-	e = entry(a, "/dev/sda");
+	e = testbed_devices_entry(a, "/dev/sda");
 	f = json_object_get(e, "facts");
 	cr_expect_str_eq(s(f, "transport"), "usb");
 	cr_expect(json_is_true(json_object_get(f, "usb")));
 	cr_expect(json_is_true(json_object_get(f, "removable")));
 	cr_expect_str_eq(s(f, "serial"), env("NVQ_USB_SERIAL"));
 	cr_expect_str_eq(s(e, "use"), "no");
-	cr_expect(has_reason(e, "untrusted-removable"));
+	cr_expect(testbed_devices_has_reason(e, "untrusted-removable", NULL));
 	json_decref(a);
 
-	a = devices_json((const char *const[]){ "NVMEVOL_DEVICES=LABEL=nvq-usb", NULL },
+	a = testbed_devices_json((const char *const[]){ "NVMEVOL_LABEL_PREFIX=nvq", "NVMEVOL_DEVICES=LABEL=nvq-usb", NULL },
 			 (const char *const[]){ "--health", "enforce", "--require-nvme", "enforce", NULL });
-	cr_expect_str_eq(s(entry(a, "/dev/sda"), "use"), "no", "listed, but not NVMe under enforce");
-	cr_expect_not(has_reason(entry(a, "/dev/sda"), "untrusted-removable"));
-	cr_expect_str_eq(s(entry(a, "/dev/nvme1n1"), "use"), "no", "critical under NVMEVOL_HEALTH=enforce");
-	cr_expect_str_eq(s(entry(a, "/dev/nvme0n1p1"), "use"), "yes");
-	cr_expect_str_eq(s(entry(a, "/dev/vda"), "use"), "no");
+	cr_expect_str_eq(s(testbed_devices_entry(a, "/dev/sda"), "use"), "no", "listed, but not NVMe under enforce");
+	cr_expect_not(testbed_devices_has_reason(testbed_devices_entry(a, "/dev/sda"), "untrusted-removable", NULL));
+	cr_expect_str_eq(s(testbed_devices_entry(a, "/dev/nvme1n1"), "use"), "no", "critical under NVMEVOL_HEALTH=enforce");
+	cr_expect_str_eq(s(testbed_devices_entry(a, "/dev/nvme0n1p1"), "use"), "yes");
+	cr_expect_str_eq(s(testbed_devices_entry(a, "/dev/vda"), "use"), "no");
 	json_decref(a);
 }
 
@@ -199,7 +153,7 @@ static void start(const char *const *extra)
 		envs[n++] = *e;
 	envs[n] = NULL;
 	unmount_partitions();
-	cr_assert_eq(testbed_start(&tb, envs), 0, "daemon did not start; see %s", tb.log);
+	testbed_start_or_fail(&tb, envs);
 }
 
 static void daemon_setup(void)

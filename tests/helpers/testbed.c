@@ -340,17 +340,22 @@ char *mountinfo_line(const char *target)
 	return found;
 }
 
-void testbed_setup(Testbed *tb, int n_parts, const char *const *extra_env)
+void testbed_init_or_fail(Testbed *tb, int n_parts)
+{
+	int r = testbed_init(tb, n_parts);
+
+	if (r < 0) {
+		testbed_destroy(tb);
+		cr_assert_fail("cannot create %d loop XFS partition(s): %s", n_parts, strerror(-r));
+	}
+}
+
+void testbed_start_or_fail(Testbed *tb, const char *const *extra_env)
 {
 	char tail[2048] = "";
 	FILE *f;
 	int r;
 
-	r = testbed_init(tb, n_parts);
-	if (r < 0) {
-		testbed_destroy(tb);
-		cr_assert_fail("cannot create %d loop XFS partition(s): %s", n_parts, strerror(-r));
-	}
 	r = testbed_start(tb, extra_env);
 	if (r == 0)
 		return;
@@ -368,6 +373,12 @@ void testbed_setup(Testbed *tb, int n_parts, const char *const *extra_env)
 	}
 	testbed_destroy(tb);
 	cr_assert_fail("daemon did not start (%s); its log ends with:\n%s", strerror(-r), tail);
+}
+
+void testbed_setup(Testbed *tb, int n_parts, const char *const *extra_env)
+{
+	testbed_init_or_fail(tb, n_parts);
+	testbed_start_or_fail(tb, extra_env);
 }
 
 long long testbed_write_bytes(const char *path, long long bytes, bool append, int *ret_errno)
@@ -411,4 +422,51 @@ void testbed_setup_quota(Testbed *tb, const char *const *extra_env)
 		testbed_destroy(tb);
 		cr_skip_test("kernel without XFS project quota (CONFIG_XFS_QUOTA); runs in the qemu guest via tests/qemu/run-quota-tests.sh");
 	}
+}
+
+json_t *testbed_devices_json(const char *const *extra_env, const char *const *args)
+{
+	const char *argv[24] = { "env" };
+	static char out[1 << 20];
+	size_t n = 1;
+	json_error_t jerr;
+	json_t *j;
+
+	for (const char *const *e = extra_env; e && *e; e++)
+		argv[n++] = *e;
+	argv[n++] = daemon_binary();
+	argv[n++] = "devices";
+	for (const char *const *a = args; a && *a; a++)
+		argv[n++] = *a;
+	argv[n++] = "--json";
+	argv[n] = NULL;
+	cr_assert_lt(n, sizeof(argv) / sizeof(argv[0]), "too many arguments");
+	cr_assert_eq(loopxfs_spawn(argv, out, sizeof(out)), 0, "nvmevol devices failed");
+	j = json_loads(out, 0, &jerr);
+	cr_assert(json_is_array(j), "not a JSON array: %s: %.400s", jerr.text, out);
+	return j;
+}
+
+json_t *testbed_devices_entry(json_t *arr, const char *device)
+{
+	size_t i;
+	json_t *e;
+
+	json_array_foreach(arr, i, e)
+		if (strcmp(json_string_value(json_object_get(e, "device")), device) == 0)
+			return e;
+	cr_assert_fail("%s is not listed by nvmevol devices", device);
+	return NULL;
+}
+
+bool testbed_devices_has_reason(json_t *entry, const char *code, const char *setting)
+{
+	size_t i;
+	json_t *r;
+
+	json_array_foreach(json_object_get(json_object_get(entry, "policy"), "reasons"), i, r)
+		if (strcmp(json_string_value(json_object_get(r, "code")), code) == 0 &&
+		    (!setting || strcmp(json_string_value(json_object_get(r, "setting")), setting) == 0))
+			return true;
+	return false;
 }

@@ -42,7 +42,11 @@ int run_cmd(const char *const *argv);
 void testbed_require_root(void);
 
 int testbed_init(Testbed *tb, int n_parts);
-/* testbed_init() + testbed_start(), or a failed assertion quoting the daemon's log; cleans up either way. */
+/* testbed_init(), or (after cleaning up) a failed assertion. */
+void testbed_init_or_fail(Testbed *tb, int n_parts);
+/* testbed_start(), or (after cleaning up) a failed assertion quoting the end of the daemon's log. */
+void testbed_start_or_fail(Testbed *tb, const char *const *extra_env);
+/* testbed_init_or_fail() + testbed_start_or_fail(). */
 void testbed_setup(Testbed *tb, int n_parts, const char *const *extra_env);
 /* testbed_setup() with one partition and a volume "probe"; skips (and cleans up) on a kernel without XFS project quota. */
 void testbed_setup_quota(Testbed *tb, const char *const *extra_env);
@@ -75,3 +79,13 @@ char *testbed_log_text(const Testbed *tb);
 
 /* The /proc/self/mountinfo line whose mount point is @target, or NULL (malloc'd). */
 char *mountinfo_line(const char *target);
+
+/*
+ * Runs `env EXTRA_ENV... nvmevol devices ARGS... --json` ($NVMEVOL_BINARY, else build/src/nvmevol; both lists
+ * NULL-terminated, may be NULL) and returns the parsed array (the caller's), or fails the test.
+ */
+json_t *testbed_devices_json(const char *const *extra_env, const char *const *args);
+/* The entry of @device ("/dev/...") in such an array (borrowed), or fails the test. */
+json_t *testbed_devices_entry(json_t *arr, const char *device);
+/* Whether an entry's policy gives reason @code, set by @setting (NULL: any setting). */
+bool testbed_devices_has_reason(json_t *entry, const char *code, const char *setting);

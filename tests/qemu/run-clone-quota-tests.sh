@@ -12,16 +12,11 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${1:-${NVMEVOL_BUILD_DIR:-build}}
+SUITE=run-clone-quota-tests.sh
+. tests/qemu/lib.sh
 BINS=("$BUILD/tests/test-daemon-clone-quota" "$BUILD/tests/test-clone" "$BUILD/src/nvmevol")
 
-for b in "${BINS[@]}"; do
-	[ -x "$b" ] || ninja -C "$BUILD" >/dev/null 2>&1 || true
-	if [ ! -x "$b" ]; then
-		echo "run-clone-quota-tests.sh: $b not built" >&2
-		echo "0 passed, 1 failed"
-		exit 1
-	fi
-done
+qemu_require_built "${BINS[@]}"
 
 # The engine's tests need setfacl/getfacl; the writer and deep-tree ones are
 # left to the host (slow under TCG, and nothing kernel-specific).
@@ -37,20 +32,8 @@ SH
 
 log=$(mktemp "${TMPDIR:-/tmp}/nvmevol-clone-guest.XXXXXX")
 trap 'rm -f "$log" "$script"' EXIT
-tests/qemu/run.sh --timeout 600 --mem 1536 \
+qemu_boot "$log" --timeout 600 --mem 1536 \
 	--file "${BINS[0]}" --file "${BINS[1]}" --file "${BINS[2]}" \
 	--file "$(command -v setfacl):/usr/bin/setfacl" --file "$(command -v getfacl):/usr/bin/getfacl" \
-	--script "$script" 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
-
-# Tests left out by --filter show as "[SKIP] ...: Test is disabled": not failures.
-pass=$(grep -ac '^\[PASS\]' "$log")
-fail=$(grep -aE '^\[(FAIL|SKIP)\]' "$log" | grep -vc 'Test is disabled$')
-if [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; then
-	fail=1 # the guest failed without a test result (boot failure, timeout, panic)
-fi
-if grep -a '^\[SKIP\]' "$log" | grep -vq 'Test is disabled$'; then
-	echo "run-clone-quota-tests.sh: tests were skipped inside the guest: it has no project quota support" >&2
-fi
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ] && [ "$rc" -eq 0 ]
+	--script "$script"
+qemu_result "$log" $? "it has no project quota support"

@@ -12,17 +12,11 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${1:-${NVMEVOL_BUILD_DIR:-build}}
+SUITE=run-nvme-tests.sh
+. tests/qemu/lib.sh
 BINS=("$BUILD/tests/test-nvme-guest" "$BUILD/src/nvmevol")
-T0=$(date +%s)
 
-for b in "${BINS[@]}"; do
-	[ -x "$b" ] || ninja -C "$BUILD" >/dev/null 2>&1 || true
-	if [ ! -x "$b" ]; then
-		echo "run-nvme-tests.sh: $b not built" >&2
-		echo "0 passed, 1 failed"
-		exit 1
-	fi
-done
+qemu_require_built "${BINS[@]}"
 command -v sfdisk >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fdisk >/dev/null 2>&1
 SFDISK=$(command -v sfdisk) || { echo "run-nvme-tests.sh: sfdisk (package fdisk) missing" >&2; echo "0 passed, 1 failed"; exit 1; }
 
@@ -53,19 +47,10 @@ qarg -drive "if=none,id=u0,format=raw,file=$work/usb.img"
 qarg -device qemu-xhci
 qarg -device "usb-storage,drive=u0,serial=$USB_SERIAL,removable=on"
 
-tests/qemu/run.sh --timeout 240 \
+qemu_boot "$log" --timeout 240 \
 	--module nvme --module virtio_pci --module virtio_blk --module xhci_pci --module usb_storage --module sd_mod \
 	--file "${BINS[0]}" --file "${BINS[1]}" --file "$SFDISK:/usr/sbin/sfdisk" \
 	--env NVQ_SERIAL0=$SERIAL0 --env NVQ_SERIAL1=$SERIAL1 --env NVQ_CRIT=$CRIT --env NVQ_FW="$QEMU_FW" \
 	--env NVQ_VIRT_SERIAL=$VIRT_SERIAL --env NVQ_USB_SERIAL=$USB_SERIAL \
-	"${q[@]}" --script tests/qemu/nvme-guest.sh 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
-
-pass=$(grep -ac '^\[PASS\]' "$log")
-fail=$(grep -acE '^\[(FAIL|SKIP)\]' "$log")
-if [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; then
-	fail=1 # the guest failed without a test result (boot, devices, mkfs, timeout)
-fi
-echo "run-nvme-tests.sh: $(( $(date +%s) - T0 ))s" >&2
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ] && [ "$rc" -eq 0 ]
+	"${q[@]}" --script tests/qemu/nvme-guest.sh
+qemu_result "$log" $?

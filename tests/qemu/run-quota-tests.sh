@@ -10,18 +10,13 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BUILD=${1:-${NVMEVOL_BUILD_DIR:-build}}
+SUITE=run-quota-tests.sh
+. tests/qemu/lib.sh
 BINS=("$BUILD/tests/test-quota" "$BUILD/tests/test-daemon-quota" "$BUILD/tests/test-admin-quota" "$BUILD/src/nvmevol")
 # The project-ID escape check (guest-projid-escape.sh) and its tools.
 BINS+=("$BUILD/tests/tools/plugin-call" "$BUILD/tests/tools/projid" "$BUILD/tests/tools/dockercaps")
 
-for b in "${BINS[@]}"; do
-	[ -x "$b" ] || ninja -C "$BUILD" >/dev/null 2>&1 || true
-	if [ ! -x "$b" ]; then
-		echo "run-quota-tests.sh: $b not built" >&2
-		echo "0 passed, 1 failed"
-		exit 1
-	fi
-done
+qemu_require_built "${BINS[@]}"
 
 # One boot runs every level: quota.c against the kernel, the real daemon (size=, inodes=),
 # `nvmevol volume resize` through the admin socket, then whether a process with Docker's
@@ -40,16 +35,5 @@ log=$(mktemp "${TMPDIR:-/tmp}/nvmevol-quota-guest.XXXXXX")
 trap 'rm -f "$log" "$script"' EXIT
 files=()
 for b in "${BINS[@]}" tests/qemu/guest-projid-escape.sh; do files+=(--file "$b"); done
-tests/qemu/run.sh --timeout 600 "${files[@]}" --script "$script" 2>&1 | tee "$log"
-rc=${PIPESTATUS[0]}
-
-pass=$(grep -ac '^\[PASS\]' "$log")
-fail=$(grep -acE '^\[(FAIL|SKIP)\]' "$log") # a crash prints [FAIL] too
-if [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; then
-	fail=1 # the guest failed without a test result (boot failure, timeout, panic)
-fi
-if grep -aq '^\[SKIP\]' "$log"; then
-	echo "run-quota-tests.sh: tests were skipped inside the guest: it has no project quota support" >&2
-fi
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ] && [ "$rc" -eq 0 ]
+qemu_boot "$log" --timeout 600 "${files[@]}" --script "$script"
+qemu_result "$log" $? "it has no project quota support"
