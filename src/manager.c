@@ -481,8 +481,6 @@ static int remove_locked(Manager *m, Volume *v, char **reterr_msg)
 				  v->name, pname);
 	r = store_delete_index(m->store, v->name);
 	if (r < 0)
-		r = store_delete_index(m->store, v->name);
-	if (r < 0)
 		log_warning_errno(r, "volume %s: cannot delete its index entry (dropped at next start)", v->name);
 	bind_remove_mountpoint(m->binds, v->name);
 	unregister(m, v);
@@ -717,8 +715,6 @@ int manager_unmount(Manager *m, const char *name, const char *id, char **reterr_
 	(void)volume_mount_drop(v, id);
 	registry_unlock(m->reg);
 	r = store_save_mounts(m->store, v);
-	if (r < 0)
-		r = store_save_mounts(m->store, v); /* once more: a stored count that stays higher blocks Remove */
 	if (r < 0)
 		/* The stored count stays higher: the fail-safe direction (an extra "in use"). */
 		log_warning_errno(r, "volume %s: cannot record the unmount; the stored count stays higher", name);

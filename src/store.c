@@ -107,23 +107,55 @@ const char *store_path(Store *s)
 	return s->path;
 }
 
+/*
+ * Every read, write and delete of a state file gets one more try: a passing
+ * error (one EIO) must neither fail a request nor leave a stale index entry or
+ * mount count, nor hide a volume at start. What a retry cannot change (no such
+ * file, too big) is returned at once.
+ */
+static int read_at(int dirfd, const char *name, char **ret, size_t *ret_len)
+{
+	char fn[FILENAME_MAX_LEN];
+	int r;
+
+	filename_of(name, fn, sizeof(fn));
+	r = read_file_at(dirfd, fn, RECORD_SIZE_MAX, ret, ret_len);
+	if (r < 0 && r != -ENOENT && r != -EFBIG)
+		r = read_file_at(dirfd, fn, RECORD_SIZE_MAX, ret, ret_len);
+	return r;
+}
+
+static int write_at(int dirfd, const char *name, const char *buf, size_t len)
+{
+	char fn[FILENAME_MAX_LEN];
+	int r;
+
+	filename_of(name, fn, sizeof(fn));
+	r = write_file_atomic_at(dirfd, fn, buf, len, 0600);
+	if (r < 0)
+		r = write_file_atomic_at(dirfd, fn, buf, len, 0600);
+	return r;
+}
+
 static int save(int dirfd, const char *name, const Volume *v, bool with_mounts)
 {
 	_cleanup_free_ char *buf = volume_record_dump(v, with_mounts);
-	char fn[FILENAME_MAX_LEN];
 
 	if (!buf)
 		return -ENOMEM;
-	filename_of(name, fn, sizeof(fn));
-	return write_file_atomic_at(dirfd, fn, buf, strlen(buf), 0600);
+	return write_at(dirfd, name, buf, strlen(buf));
 }
 
 static int delete(int dirfd, const char *name)
 {
 	char fn[FILENAME_MAX_LEN];
+	int r;
 
 	filename_of(name, fn, sizeof(fn));
-	return unlink_durable_at(dirfd, fn);
+	r = unlink_durable_at(dirfd, fn);
+	if (r < 0)
+		r = unlink_durable_at(dirfd, fn);
+	return r;
 }
 
 static bool has(int dirfd, const char *name)
@@ -152,22 +184,16 @@ bool store_has_record(PartitionFs *fs, const char *name)
 
 int store_read_record(PartitionFs *fs, const char *name, char **ret, size_t *ret_len)
 {
-	char fn[FILENAME_MAX_LEN];
-
 	if (!fs || fs->meta_fd < 0)
 		return -ENODEV;
-	filename_of(name, fn, sizeof(fn));
-	return read_file_at(fs->meta_fd, fn, RECORD_SIZE_MAX, ret, ret_len);
+	return read_at(fs->meta_fd, name, ret, ret_len);
 }
 
 int store_restore_record(PartitionFs *fs, const char *name, const char *buf, size_t len)
 {
-	char fn[FILENAME_MAX_LEN];
-
 	if (!fs || fs->meta_fd < 0)
 		return -ENODEV;
-	filename_of(name, fn, sizeof(fn));
-	return write_file_atomic_at(fs->meta_fd, fn, buf, len, 0600);
+	return write_at(fs->meta_fd, name, buf, len);
 }
 
 int store_delete_record(PartitionFs *fs, const char *name)
@@ -196,12 +222,10 @@ bool store_has_index(Store *s, const char *name)
 int store_read_index(Store *s, const char *name, Volume **ret)
 {
 	_cleanup_free_ char *buf = NULL;
-	char fn[FILENAME_MAX_LEN];
 	size_t len = 0;
 	int r;
 
-	filename_of(name, fn, sizeof(fn));
-	r = read_file_at(s->index_fd, fn, RECORD_SIZE_MAX, &buf, &len);
+	r = read_at(s->index_fd, name, &buf, &len);
 	if (r < 0)
 		return r;
 	return volume_record_parse(buf, len, ret, NULL);
@@ -242,16 +266,12 @@ static void *load_worker(void *arg)
 	for (;;) {
 		size_t i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
 		_cleanup_free_ char *buf = NULL;
-		char fn[FILENAME_MAX_LEN];
 		size_t len = 0;
 		int r;
 
 		if (i >= job->n)
 			return NULL;
-		filename_of(job->files[i].name, fn, sizeof(fn));
-		r = read_file_at(job->dirfd, fn, RECORD_SIZE_MAX, &buf, &len);
-		if (r < 0 && r != -ENOENT && r != -EFBIG) /* a passing read error must not make a volume unreadable */
-			r = read_file_at(job->dirfd, fn, RECORD_SIZE_MAX, &buf, &len);
+		r = read_at(job->dirfd, job->files[i].name, &buf, &len);
 		if (r < 0) {
 			if (asprintf(&job->files[i].err, "cannot read: %s", errno_str(r)) < 0)
 				job->files[i].err = NULL;
