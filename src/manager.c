@@ -75,7 +75,8 @@ static void rescan(Manager *m, unsigned interval_ms)
 	size_t n = 0;
 
 	pthread_mutex_lock(&m->rescan_lock);
-	if ((pool_devices_changed(m->pool) || pool_scan_is_stale(m->pool, interval_ms)) &&
+	/* The clock first: the fingerprint costs a read of /proc/partitions and of each disk's diskseq. */
+	if ((pool_scan_is_stale(m->pool, interval_ms) || pool_devices_changed(m->pool)) &&
 	    pool_scan(m->pool, &attached, &n) == 0 && n > 0)
 		manager_load_attached(m, attached, n);
 	pthread_mutex_unlock(&m->rescan_lock);
