@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: MIT */
-#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -9,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "store.h"
+#include "util/alloc-util.h"
 #include "util/errmsg.h"
 #include "util/fs-util.h"
 #include "util/log.h"
@@ -256,6 +256,10 @@ typedef struct LoadJob {
 	int dirfd;
 	LoadedFile *files;
 	size_t n, next; /* next: claimed with an atomic add */
+	size_t cap;
+	const char *what;
+	StoreWantFn want;
+	void *userdata;
 } LoadJob;
 
 /* Reads and parses files; independent of each other, so several threads share the work. */
@@ -283,45 +287,35 @@ static void *load_worker(void *arg)
 #define LOAD_THREADS 4
 #define LOAD_PARALLEL_MIN 256
 
+static int load_add(const char *fn, void *userdata)
+{
+	LoadJob *job = userdata;
+	char name[VOLUME_NAME_MAX + 2];
+
+	if (fn[0] == '.')
+		return 0;
+	if (!name_of(fn, name, sizeof(name))) {
+		log_warning("%s: ignoring %s (not a volume file name)", job->what, fn);
+		return 0;
+	}
+	if (job->want && !job->want(name, job->userdata))
+		return 0;
+	if (GROW_ARRAY(job->files, job->cap, job->n + 1, 64) < 0)
+		return -ENOMEM;
+	job->files[job->n] = (LoadedFile){ 0 };
+	snprintf(job->files[job->n].name, sizeof(job->files[job->n].name), "%s", name);
+	job->n++;
+	return 0;
+}
+
 static int load_dir(int dirfd, const char *what, StoreWantFn want, StoreLoadFn cb, void *userdata)
 {
-	LoadJob job = { .dirfd = dirfd };
+	LoadJob job = { .dirfd = dirfd, .what = what, .want = want, .userdata = userdata };
 	pthread_t threads[LOAD_THREADS];
-	size_t cap = 0, n_threads = 0;
-	struct dirent *de;
-	DIR *d;
-	int r = 0;
+	size_t n_threads = 0;
+	int r;
 
-	d = opendir_fd(dirfd);
-	if (!d)
-		return negative_errno();
-	while ((de = readdir(d))) {
-		char name[VOLUME_NAME_MAX + 2];
-
-		if (de->d_name[0] == '.')
-			continue;
-		if (!name_of(de->d_name, name, sizeof(name))) {
-			log_warning("%s: ignoring %s (not a volume file name)", what, de->d_name);
-			continue;
-		}
-		if (want && !want(name, userdata))
-			continue;
-		if (job.n == cap) {
-			LoadedFile *nf;
-			cap = cap ? cap * 2 : 64;
-			nf = realloc(job.files, cap * sizeof(*nf));
-			if (!nf) {
-				r = -ENOMEM;
-				break;
-			}
-			job.files = nf;
-		}
-		job.files[job.n] = (LoadedFile){ 0 };
-		snprintf(job.files[job.n].name, sizeof(job.files[job.n].name), "%s", name);
-		job.n++;
-	}
-	closedir(d);
-
+	r = dir_foreach_name(dirfd, load_add, &job);
 	if (r == 0 && job.n >= LOAD_PARALLEL_MIN)
 		while (n_threads < LOAD_THREADS && pthread_create(&threads[n_threads], NULL, load_worker, &job) == 0)
 			n_threads++;
