@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: MIT */
-#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -122,45 +121,38 @@ static void listing_done(Listing *l)
 	*l = (Listing){ 0 };
 }
 
+typedef struct ListingBuild {
+	Listing l;
+	size_t cap_a, cap_o;
+} ListingBuild;
+
+static int listing_add(const char *name, void *userdata)
+{
+	ListingBuild *b = userdata;
+	size_t nl = strlen(name) + 1;
+
+	if (b->l.n >= CLONE_DIR_ENTRIES_MAX)
+		return -EFBIG;
+	if (GROW_ARRAY(b->l.arena, b->cap_a, b->l.len + nl, 4096) < 0 || GROW_ARRAY(b->l.offs, b->cap_o, b->l.n + 1, 64) < 0)
+		return -ENOMEM;
+	memcpy(b->l.arena + b->l.len, name, nl);
+	b->l.offs[b->l.n++] = b->l.len;
+	b->l.len += nl;
+	return 0;
+}
+
 static int listing_read(int dirfd, Listing *ret)
 {
-	Listing l = { 0 };
-	size_t cap_a = 0, cap_o = 0;
-	struct dirent *de;
-	DIR *d;
-	int r = 0;
+	ListingBuild b = { 0 };
+	int r = dir_foreach_name(dirfd, listing_add, &b);
 
-	d = opendir_fd(dirfd);
-	if (!d)
-		return negative_errno();
-	while ((errno = 0, de = readdir(d))) {
-		size_t nl;
-
-		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-			continue;
-		if (l.n >= CLONE_DIR_ENTRIES_MAX) {
-			r = -EFBIG;
-			break;
-		}
-		nl = strlen(de->d_name) + 1;
-		if (GROW_ARRAY(l.arena, cap_a, l.len + nl, 4096) < 0 || GROW_ARRAY(l.offs, cap_o, l.n + 1, 64) < 0) {
-			r = -ENOMEM;
-			break;
-		}
-		memcpy(l.arena + l.len, de->d_name, nl);
-		l.offs[l.n++] = l.len;
-		l.len += nl;
-	}
-	if (r == 0 && errno != 0)
-		r = negative_errno();
-	closedir(d);
 	if (r < 0) {
-		listing_done(&l);
+		listing_done(&b.l);
 		return r;
 	}
-	if (l.n > 1)
-		qsort_r(l.offs, l.n, sizeof(*l.offs), cmp_names, l.arena);
-	*ret = l;
+	if (b.l.n > 1)
+		qsort_r(b.l.offs, b.l.n, sizeof(*b.l.offs), cmp_names, b.l.arena);
+	*ret = b.l;
 	return 0;
 }
 

@@ -75,7 +75,8 @@ static void rescan(Manager *m, unsigned interval_ms)
 	size_t n = 0;
 
 	pthread_mutex_lock(&m->rescan_lock);
-	if ((pool_devices_changed(m->pool) || pool_scan_is_stale(m->pool, interval_ms)) &&
+	/* The clock first: the fingerprint costs a read of /proc/partitions and of each disk's diskseq. */
+	if ((pool_scan_is_stale(m->pool, interval_ms) || pool_devices_changed(m->pool)) &&
 	    pool_scan(m->pool, &attached, &n) == 0 && n > 0)
 		manager_load_attached(m, attached, n);
 	pthread_mutex_unlock(&m->rescan_lock);
@@ -481,8 +482,6 @@ static int remove_locked(Manager *m, Volume *v, char **reterr_msg)
 				  v->name, pname);
 	r = store_delete_index(m->store, v->name);
 	if (r < 0)
-		r = store_delete_index(m->store, v->name);
-	if (r < 0)
 		log_warning_errno(r, "volume %s: cannot delete its index entry (dropped at next start)", v->name);
 	bind_remove_mountpoint(m->binds, v->name);
 	unregister(m, v);
@@ -717,8 +716,6 @@ int manager_unmount(Manager *m, const char *name, const char *id, char **reterr_
 	(void)volume_mount_drop(v, id);
 	registry_unlock(m->reg);
 	r = store_save_mounts(m->store, v);
-	if (r < 0)
-		r = store_save_mounts(m->store, v); /* once more: a stored count that stays higher blocks Remove */
 	if (r < 0)
 		/* The stored count stays higher: the fail-safe direction (an extra "in use"). */
 		log_warning_errno(r, "volume %s: cannot record the unmount; the stored count stays higher", name);

@@ -192,8 +192,6 @@ static void recover_partition(Manager *m, Partition *part, PartitionFs *fs, cons
 			continue;
 		if (valid)
 			r = store_read_index(m->store, de->d_name, &idx);
-		if (r < 0 && r != -ENOENT && r != -EUCLEAN) /* a passing read error: once more */
-			r = store_read_index(m->store, de->d_name, &idx);
 		if (r == 0 && streq(idx->partition_uuid, info->uuid))
 			roll_back_dir(m, fs, info->uuid, de->d_name);
 		else if (r == 0 || r == -ENOENT || r == -EUCLEAN)
@@ -372,8 +370,7 @@ static int load_mounts_file(const char *name, Volume *counts, const char *err, v
 	}
 	/* Counts of a volume that no longer exists: nothing can rely on them. */
 	log_warning("mount counts of %s dropped (no such volume)", name);
-	if (store_delete_mounts(m->store, name) < 0)
-		(void)store_delete_mounts(m->store, name);
+	(void)store_delete_mounts(m->store, name);
 	return 0;
 }
 
@@ -446,8 +443,7 @@ static void reconcile_mounts(Manager *m)
 		log_info("volume %s: %u recorded mount(s) but the bind is gone; counts reset", v->name,
 			 volume_mount_total(v));
 		volume_mounts_clear(v);
-		if (store_save_mounts(m->store, v) < 0)
-			(void)store_save_mounts(m->store, v); /* once more: a stale count would block Remove */
+		(void)store_save_mounts(m->store, v);
 	}
 	bind_clean_mountpoints(m->binds, mountpoint_in_use, m);
 }
@@ -513,7 +509,7 @@ int manager_start(Manager *m, char **reterr_msg)
 		v = volume_ref(registry_at_locked(m->reg, i));
 		registry_unlock(m->reg);
 		fs = v->index_only || v->corrupt ? NULL : partition_fs_get(m->pool, v->part);
-		if (fs && !v->indexed && store_save_index(m->store, v) < 0 && store_save_index(m->store, v) < 0)
+		if (fs && !v->indexed && store_save_index(m->store, v) < 0)
 			log_error("volume %s: cannot write its index entry; Get will not know it if its partition goes missing",
 				  v->name);
 		if (fs && sizelimit_repair(m->reg, fs, v, &changed) == 0 && changed)

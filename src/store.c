@@ -1,5 +1,4 @@
 /* SPDX-License-Identifier: MIT */
-#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -9,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "store.h"
+#include "util/alloc-util.h"
 #include "util/errmsg.h"
 #include "util/fs-util.h"
 #include "util/log.h"
@@ -107,23 +107,55 @@ const char *store_path(Store *s)
 	return s->path;
 }
 
+/*
+ * Every read, write and delete of a state file gets one more try: a passing
+ * error (one EIO) must neither fail a request nor leave a stale index entry or
+ * mount count, nor hide a volume at start. What a retry cannot change (no such
+ * file, too big) is returned at once.
+ */
+static int read_at(int dirfd, const char *name, char **ret, size_t *ret_len)
+{
+	char fn[FILENAME_MAX_LEN];
+	int r;
+
+	filename_of(name, fn, sizeof(fn));
+	r = read_file_at(dirfd, fn, RECORD_SIZE_MAX, ret, ret_len);
+	if (r < 0 && r != -ENOENT && r != -EFBIG)
+		r = read_file_at(dirfd, fn, RECORD_SIZE_MAX, ret, ret_len);
+	return r;
+}
+
+static int write_at(int dirfd, const char *name, const char *buf, size_t len)
+{
+	char fn[FILENAME_MAX_LEN];
+	int r;
+
+	filename_of(name, fn, sizeof(fn));
+	r = write_file_atomic_at(dirfd, fn, buf, len, 0600);
+	if (r < 0)
+		r = write_file_atomic_at(dirfd, fn, buf, len, 0600);
+	return r;
+}
+
 static int save(int dirfd, const char *name, const Volume *v, bool with_mounts)
 {
 	_cleanup_free_ char *buf = volume_record_dump(v, with_mounts);
-	char fn[FILENAME_MAX_LEN];
 
 	if (!buf)
 		return -ENOMEM;
-	filename_of(name, fn, sizeof(fn));
-	return write_file_atomic_at(dirfd, fn, buf, strlen(buf), 0600);
+	return write_at(dirfd, name, buf, strlen(buf));
 }
 
 static int delete(int dirfd, const char *name)
 {
 	char fn[FILENAME_MAX_LEN];
+	int r;
 
 	filename_of(name, fn, sizeof(fn));
-	return unlink_durable_at(dirfd, fn);
+	r = unlink_durable_at(dirfd, fn);
+	if (r < 0)
+		r = unlink_durable_at(dirfd, fn);
+	return r;
 }
 
 static bool has(int dirfd, const char *name)
@@ -152,22 +184,16 @@ bool store_has_record(PartitionFs *fs, const char *name)
 
 int store_read_record(PartitionFs *fs, const char *name, char **ret, size_t *ret_len)
 {
-	char fn[FILENAME_MAX_LEN];
-
 	if (!fs || fs->meta_fd < 0)
 		return -ENODEV;
-	filename_of(name, fn, sizeof(fn));
-	return read_file_at(fs->meta_fd, fn, RECORD_SIZE_MAX, ret, ret_len);
+	return read_at(fs->meta_fd, name, ret, ret_len);
 }
 
 int store_restore_record(PartitionFs *fs, const char *name, const char *buf, size_t len)
 {
-	char fn[FILENAME_MAX_LEN];
-
 	if (!fs || fs->meta_fd < 0)
 		return -ENODEV;
-	filename_of(name, fn, sizeof(fn));
-	return write_file_atomic_at(fs->meta_fd, fn, buf, len, 0600);
+	return write_at(fs->meta_fd, name, buf, len);
 }
 
 int store_delete_record(PartitionFs *fs, const char *name)
@@ -196,12 +222,10 @@ bool store_has_index(Store *s, const char *name)
 int store_read_index(Store *s, const char *name, Volume **ret)
 {
 	_cleanup_free_ char *buf = NULL;
-	char fn[FILENAME_MAX_LEN];
 	size_t len = 0;
 	int r;
 
-	filename_of(name, fn, sizeof(fn));
-	r = read_file_at(s->index_fd, fn, RECORD_SIZE_MAX, &buf, &len);
+	r = read_at(s->index_fd, name, &buf, &len);
 	if (r < 0)
 		return r;
 	return volume_record_parse(buf, len, ret, NULL);
@@ -232,6 +256,10 @@ typedef struct LoadJob {
 	int dirfd;
 	LoadedFile *files;
 	size_t n, next; /* next: claimed with an atomic add */
+	size_t cap;
+	const char *what;
+	StoreWantFn want;
+	void *userdata;
 } LoadJob;
 
 /* Reads and parses files; independent of each other, so several threads share the work. */
@@ -242,16 +270,12 @@ static void *load_worker(void *arg)
 	for (;;) {
 		size_t i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
 		_cleanup_free_ char *buf = NULL;
-		char fn[FILENAME_MAX_LEN];
 		size_t len = 0;
 		int r;
 
 		if (i >= job->n)
 			return NULL;
-		filename_of(job->files[i].name, fn, sizeof(fn));
-		r = read_file_at(job->dirfd, fn, RECORD_SIZE_MAX, &buf, &len);
-		if (r < 0 && r != -ENOENT && r != -EFBIG) /* a passing read error must not make a volume unreadable */
-			r = read_file_at(job->dirfd, fn, RECORD_SIZE_MAX, &buf, &len);
+		r = read_at(job->dirfd, job->files[i].name, &buf, &len);
 		if (r < 0) {
 			if (asprintf(&job->files[i].err, "cannot read: %s", errno_str(r)) < 0)
 				job->files[i].err = NULL;
@@ -263,45 +287,35 @@ static void *load_worker(void *arg)
 #define LOAD_THREADS 4
 #define LOAD_PARALLEL_MIN 256
 
+static int load_add(const char *fn, void *userdata)
+{
+	LoadJob *job = userdata;
+	char name[VOLUME_NAME_MAX + 2];
+
+	if (fn[0] == '.')
+		return 0;
+	if (!name_of(fn, name, sizeof(name))) {
+		log_warning("%s: ignoring %s (not a volume file name)", job->what, fn);
+		return 0;
+	}
+	if (job->want && !job->want(name, job->userdata))
+		return 0;
+	if (GROW_ARRAY(job->files, job->cap, job->n + 1, 64) < 0)
+		return -ENOMEM;
+	job->files[job->n] = (LoadedFile){ 0 };
+	snprintf(job->files[job->n].name, sizeof(job->files[job->n].name), "%s", name);
+	job->n++;
+	return 0;
+}
+
 static int load_dir(int dirfd, const char *what, StoreWantFn want, StoreLoadFn cb, void *userdata)
 {
-	LoadJob job = { .dirfd = dirfd };
+	LoadJob job = { .dirfd = dirfd, .what = what, .want = want, .userdata = userdata };
 	pthread_t threads[LOAD_THREADS];
-	size_t cap = 0, n_threads = 0;
-	struct dirent *de;
-	DIR *d;
-	int r = 0;
+	size_t n_threads = 0;
+	int r;
 
-	d = opendir_fd(dirfd);
-	if (!d)
-		return negative_errno();
-	while ((de = readdir(d))) {
-		char name[VOLUME_NAME_MAX + 2];
-
-		if (de->d_name[0] == '.')
-			continue;
-		if (!name_of(de->d_name, name, sizeof(name))) {
-			log_warning("%s: ignoring %s (not a volume file name)", what, de->d_name);
-			continue;
-		}
-		if (want && !want(name, userdata))
-			continue;
-		if (job.n == cap) {
-			LoadedFile *nf;
-			cap = cap ? cap * 2 : 64;
-			nf = realloc(job.files, cap * sizeof(*nf));
-			if (!nf) {
-				r = -ENOMEM;
-				break;
-			}
-			job.files = nf;
-		}
-		job.files[job.n] = (LoadedFile){ 0 };
-		snprintf(job.files[job.n].name, sizeof(job.files[job.n].name), "%s", name);
-		job.n++;
-	}
-	closedir(d);
-
+	r = dir_foreach_name(dirfd, load_add, &job);
 	if (r == 0 && job.n >= LOAD_PARALLEL_MIN)
 		while (n_threads < LOAD_THREADS && pthread_create(&threads[n_threads], NULL, load_worker, &job) == 0)
 			n_threads++;

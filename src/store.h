@@ -7,7 +7,8 @@
  *    volume whose partition is missing (Docker forgets a volume Get denies);
  *  - mount counts: <state>/mounts/<name>.json while a volume is mounted
  *    (host state; kept off the partition so a full disk still mounts).
- * Every write is atomic (temp file, fsync, rename, fsync of the directory).
+ * Every write is atomic (temp file, fsync, rename, fsync of the directory),
+ * and every read, write and delete is tried once more after an error.
  * The caller holds the volume's op_lock (or owns a volume not yet registered),
  * which keeps the fields being written stable (volume.h).
  */

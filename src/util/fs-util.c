@@ -43,6 +43,23 @@ DIR *opendir_fd(int dirfd)
 	return d;
 }
 
+int dir_foreach_name(int dirfd, int (*cb)(const char *name, void *userdata), void *userdata)
+{
+	struct dirent *de;
+	DIR *d = opendir_fd(dirfd);
+	int r = 0;
+
+	if (!d)
+		return negative_errno();
+	while (r >= 0 && (errno = 0, de = readdir(d)))
+		if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
+			r = cb(de->d_name, userdata);
+	if (r >= 0 && errno != 0)
+		r = negative_errno();
+	closedir(d);
+	return r < 0 ? r : 0;
+}
+
 bool is_atomic_tmp_name(const char *name)
 {
 	return name[0] == '.' && strstr(name, ".tmp.") != NULL;

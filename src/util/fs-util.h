@@ -13,6 +13,13 @@
  */
 DIR *opendir_fd(int dirfd);
 
+/*
+ * Calls @cb with each name in @dirfd but "." and "..", from the top (through
+ * opendir_fd()). Stops at the first negative return of @cb and returns it; a
+ * failing readdir() returns its error, never a shorter listing.
+ */
+int dir_foreach_name(int dirfd, int (*cb)(const char *name, void *userdata), void *userdata);
+
 /* Temp files written by write_file_atomic_at() start with '.' and contain ".tmp.". */
 bool is_atomic_tmp_name(const char *name);
 
