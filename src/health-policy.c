@@ -13,6 +13,7 @@
 #include "device-report.h"
 #include "manager-internal.h"
 #include "nvme-health.h"
+#include "util/time-util.h"
 #include "util/errmsg.h"
 #include "util/log.h"
 #include "util/macro.h"
@@ -25,13 +26,6 @@ typedef struct HealthCache {
 	uint64_t read_mono_ms;
 } HealthCache;
 
-static uint64_t now_mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static bool is_nvme(const PartitionDevice *dev)
 {

@@ -11,6 +11,7 @@
 
 #include "metrics.h"
 #include "prom.h"
+#include "util/time-util.h"
 #include "util/errmsg.h"
 #include "util/fs-util.h"
 #include "util/log.h"
@@ -418,13 +419,6 @@ struct MetricsWriter {
 	bool failing;               /* the last write failed: log the next failure only at debug level */
 };
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 static int write_text(MetricsWriter *w, const char *text, size_t len)
 {
@@ -475,7 +469,7 @@ static void *writer_main(void *arg)
 
 		if (w->dirty && w->last_write_ms + METRICS_MIN_GAP_MS < due)
 			due = w->last_write_ms + METRICS_MIN_GAP_MS;
-		now = mono_ms();
+		now = now_mono_ms();
 		if (now < due) {
 			ts.tv_sec = (time_t)(due / 1000);
 			ts.tv_nsec = (long)(due % 1000) * 1000000;
@@ -567,7 +561,7 @@ int metrics_writer_start(const char *dir, unsigned interval_s, MetricsCollect co
 		errno = -r;
 		return errmsg_set(reterr_msg, r, "cannot write %s/%s: %m", dir, METRICS_FILE);
 	}
-	w->last_write_ms = mono_ms();
+	w->last_write_ms = now_mono_ms();
 	r = -pthread_create(&w->thread, NULL, writer_main, w);
 	if (r < 0) {
 		writer_free(w);

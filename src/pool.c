@@ -20,6 +20,7 @@
 #include "pool.h"
 #include "probe.h"
 #include "quota.h"
+#include "util/time-util.h"
 #include "util/errmsg.h"
 #include "util/fs-util.h"
 #include "util/log.h"
@@ -40,13 +41,6 @@ struct Pool {
 	bool scanned; /* the first scan is done: later ones apply the trust rule */
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 int pool_new(const Config *cfg, Pool **ret)
 {
@@ -702,7 +696,7 @@ static int attach(Pool *p, Partition *part, const ProbedDevice *d, bool adopt)
 	part->adopted = adopt;
 	part->problem[0] = '\0';
 	snprintf(part->verified_options, sizeof(part->verified_options), "%s", e.vfs_options);
-	part->verified_at_ms = now_ms();
+	part->verified_at_ms = now_mono_ms();
 	pthread_mutex_unlock(&p->lock);
 	{
 		char label[PARTITION_LABEL_MAX * 4];
@@ -734,7 +728,7 @@ bool partition_verify_recent(Pool *p, Partition *part, unsigned max_age_ms)
 	bool fresh;
 
 	pthread_mutex_lock(&p->lock);
-	fresh = part->present && part->verified_at_ms && now_ms() - part->verified_at_ms < max_age_ms;
+	fresh = part->present && part->verified_at_ms && now_mono_ms() - part->verified_at_ms < max_age_ms;
 	pthread_mutex_unlock(&p->lock);
 	return fresh || partition_verify(p, part);
 }
@@ -767,7 +761,7 @@ bool partition_verify(Pool *p, Partition *part)
 	}
 
 	pthread_mutex_lock(&p->lock);
-	part->verified_at_ms = now_ms();
+	part->verified_at_ms = now_mono_ms();
 	if (r < 0 && part->fs == fs) {
 		part->present = false;
 		part->fs = NULL;
@@ -958,7 +952,7 @@ int pool_scan(Pool *p, Partition ***ret_attached, size_t *ret_n)
 	}
 
 	pthread_mutex_lock(&p->lock);
-	p->last_scan_ms = now_ms();
+	p->last_scan_ms = now_mono_ms();
 	p->devices_crc = crc;
 	p->scanned = true;
 	pthread_mutex_unlock(&p->lock);
@@ -975,7 +969,7 @@ bool pool_scan_is_stale(Pool *p, unsigned min_interval_ms)
 	bool stale;
 
 	pthread_mutex_lock(&p->lock);
-	stale = !p->scanned || now_ms() - p->last_scan_ms >= min_interval_ms;
+	stale = !p->scanned || now_mono_ms() - p->last_scan_ms >= min_interval_ms;
 	pthread_mutex_unlock(&p->lock);
 	return stale;
 }

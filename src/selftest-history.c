@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "selftest-history.h"
+#include "util/time-util.h"
 #include "util/errmsg.h"
 #include "util/fs-util.h"
 #include "util/macro.h"
@@ -185,14 +186,6 @@ void selftest_history_trend(const SelftestHistory *h, SelftestFigure f, double *
 		*ret_trend = SELFTEST_TREND_STEADY;
 }
 
-static void format_time(int64_t t, char *buf, size_t len)
-{
-	time_t tt = (time_t)t;
-	struct tm tm;
-
-	if (!gmtime_r(&tt, &tm) || strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm) == 0)
-		snprintf(buf, len, "%" PRId64, t);
-}
 
 json_t *selftest_history_status_json(const SelftestHistory *h, const SelftestResult *current, uint64_t budget_ms)
 {
@@ -220,7 +213,7 @@ json_t *selftest_history_status_json(const SelftestHistory *h, const SelftestRes
 	}
 	json_object_set_new(base, "state", json_string("established"));
 	json_object_set_new(base, "runs", json_integer(b->runs));
-	format_time(b->at, stamp, sizeof(stamp));
+	format_rfc3339(b->at, stamp, sizeof(stamp));
 	json_object_set_new(base, "established_at", json_string(stamp));
 	json_object_set_new(base, "budget_ms", json_integer((json_int_t)b->budget_ms));
 	json_object_set_new(base, "iodepth", json_integer(b->iodepth));
@@ -517,7 +510,7 @@ void selftest_history_print_table(FILE *f, const SelftestHistory *h, const char 
 	fprintf(f, "Self-test history%s%s: %" PRIu64 " run%s, the last %u kept\n", title ? " of " : "", title ? title : "",
 		h->total, h->total == 1 ? "" : "s", h->n);
 	if (b->runs > 0) {
-		format_time(b->at, stamp, sizeof(stamp));
+		format_rfc3339(b->at, stamp, sizeof(stamp));
 		fprintf(f, "Baseline: median of %u runs up to %s (budget %" PRIu64 " ms, QD%u); ratios to it in brackets\n",
 			b->runs, stamp, b->budget_ms, b->iodepth);
 	} else
@@ -536,7 +529,7 @@ void selftest_history_print_table(FILE *f, const SelftestHistory *h, const char 
 		const SelftestRun *run = &h->runs[i];
 		const SelftestResult *base = selftest_history_baseline_for(h, run->budget_ms, run->fig.iodepth);
 
-		format_time(run->at, stamp, sizeof(stamp));
+		format_rfc3339(run->at, stamp, sizeof(stamp));
 		fprintf(f, "%-20s", stamp);
 		for (size_t c = 0; c < ELEMENTSOF(cols); c++)
 			print_cell(f, &run->fig, cols[c], base);

@@ -16,6 +16,7 @@
 #include "selftest-report.h"
 #include "selftest.h"
 #include "stats.h"
+#include "util/time-util.h"
 #include "util/errmsg.h"
 #include "util/fs-util.h"
 #include "util/log.h"
@@ -113,13 +114,6 @@ static void history_ensure_loaded(SelftestState *st, PartitionFs *fs, const char
 	pthread_mutex_unlock(&st->lock);
 }
 
-static uint64_t now_mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 void selftest_policy_clean_scratch(PartitionFs *fs, const char *partition_uuid)
 {

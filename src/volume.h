@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "options.h"
+#include "util/time-util.h"
 
 #define MOUNT_ID_MAX 128
 #define MOUNT_IDS_MAX 4096
@@ -103,5 +104,3 @@ char *volume_record_dump(const Volume *v, bool with_mounts);
 /* Parses a record or index file; checks version, CRC, name and every field. */
 int volume_record_parse(const char *buf, size_t len, Volume **ret, char **reterr_msg);
 
-/* RFC 3339, UTC: "2026-11-29T20:15:02Z". */
-void format_rfc3339(int64_t t, char *buf, size_t len);
