@@ -337,8 +337,9 @@ static int remove_c(Walk *w, Frame *f, const char *name)
 }
 
 /*
- * Source metadata of an entry; the clone's is compared unless @force (the
- * clone's entry is new or its content changed). Applied now or recorded.
+ * Source metadata of an entry (@name NULL: the current directory, by its
+ * descriptors); the clone's is compared unless @force (the clone's entry is
+ * new or its content changed). Applied now or recorded.
  */
 static int sync_meta(Walk *w, const char *name, int s_fd, const struct stat *ss, int c_fd, bool force)
 {
@@ -797,33 +798,16 @@ static int frame_pop(Walk *w)
 	int r = 0;
 
 	if (w->mode != WALK_MEASURE) {
-		int sfd = dircursor_fd(&w->s), cfd = f->c_present ? dircursor_fd(&w->c) : -EBADF;
-		CloneMeta sm = { 0 }, cm = { 0 };
-		struct stat sst, cst;
-		bool need = !f->c_present || f->dirty;
+		int sfd = dircursor_fd(&w->s);
+		struct stat sst;
 
 		if (f->c_present && !f->c_fresh)
 			r = remove_extras(w, f);
 		if (r == 0 && fstat(sfd, &sst) < 0)
 			r = fail(w, negative_errno(), "cannot stat", NULL);
-		if (r == 0 && (r = clone_meta_read(-EBADF, NULL, sfd, &sst, &sm)) < 0)
-			r = fail(w, r, "cannot read the attributes of", NULL);
-		if (r == 0 && !need) {
-			if (fstat(cfd, &cst) < 0)
-				r = fail(w, negative_errno(), "cannot stat the clone's", NULL);
-			else if ((r = clone_meta_read(-EBADF, NULL, cfd, &cst, &cm)) < 0)
-				r = fail(w, r, "cannot read the clone's attributes of", NULL);
-			else
-				need = !clone_meta_equal(&sm, &cm);
-		}
-		if (r == 0 && need) {
-			if (w->mode == WALK_CAPTURE)
-				r = emit(w, CLONE_PLAN_META, NULL, NULL, &sm);
-			else if ((r = clone_meta_apply(-EBADF, NULL, cfd, &sm)) < 0)
-				r = fail(w, r, "cannot set the attributes of the clone's", NULL);
-		}
-		clone_meta_done(&sm);
-		clone_meta_done(&cm);
+		if (r == 0)
+			r = sync_meta(w, NULL, sfd, &sst, f->c_present ? dircursor_fd(&w->c) : -EBADF,
+				      !f->c_present || f->dirty);
 	}
 	if (r < 0)
 		return r;
