@@ -462,7 +462,7 @@ static int do_file(Walk *w, Frame *f, const char *name, bool c_exists, const str
 			dst = openat(cdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 			if (dst < 0)
 				return fail(w, negative_errno(), "cannot open the clone's", name);
-			r = clone_file_diff(src, (uint64_t)ss.st_size, dst, (uint64_t)cs->st_size, capture_range, &x);
+			r = clone_file_diff(src, (uint64_t)ss.st_size, dst, capture_range, &x);
 			if (r == 0 && ss.st_size != cs->st_size) {
 				x.changed = true;
 				r = emit_range(w, CLONE_PLAN_SIZE, name, 0, (uint64_t)ss.st_size, 0);
@@ -472,7 +472,7 @@ static int do_file(Walk *w, Frame *f, const char *name, bool c_exists, const str
 			r = emit(w, CLONE_PLAN_CREATE, name, NULL, NULL);
 			/* Every written extent; holes and unwritten preallocation stay holes. */
 			if (r == 0)
-				r = clone_file_diff(src, (uint64_t)ss.st_size, -EBADF, 0, capture_range, &x);
+				r = clone_file_diff(src, (uint64_t)ss.st_size, -EBADF, capture_range, &x);
 			if (r == 0)
 				r = emit_range(w, CLONE_PLAN_SIZE, name, 0, (uint64_t)ss.st_size, 0);
 			x.changed = true;
@@ -491,8 +491,7 @@ static int do_file(Walk *w, Frame *f, const char *name, bool c_exists, const str
 			return fail(w, negative_errno(), "cannot open the clone's", name);
 		changed = ss.st_size != cs->st_size;
 		if (!changed) {
-			r = clone_file_diff(src, (uint64_t)ss.st_size, dst, (uint64_t)cs->st_size, any_difference,
-					    &changed);
+			r = clone_file_diff(src, (uint64_t)ss.st_size, dst, any_difference, &changed);
 			if (r < 0 && r != -ECANCELED)
 				return fail(w, r, "cannot compare", name);
 		}
