@@ -210,14 +210,12 @@ static int diff_window(const ExtList *s, const ExtList *c, uint64_t w0, uint64_t
 	return 0;
 }
 
-int clone_file_diff(int src, uint64_t src_size, int dst, uint64_t dst_size, CloneFileRangeCallback cb,
-		    void *userdata)
+int clone_file_diff(int src, uint64_t src_size, int dst, CloneFileRangeCallback cb, void *userdata)
 {
 	ExtList s = { 0 }, c = { 0 };
 	Pending p = { .cb = cb, .userdata = userdata };
 	int r = 0;
 
-	(void)dst_size;
 	for (uint64_t w0 = 0; w0 < src_size && r == 0; w0 += CLONE_FILE_DIFF_WINDOW) {
 		uint64_t w1 = src_size - w0 > CLONE_FILE_DIFF_WINDOW ? w0 + CLONE_FILE_DIFF_WINDOW : src_size;
 

@@ -25,15 +25,14 @@ int clone_file_reflink(int src, int dst);
 int clone_file_copy(int src, int dst);
 
 /*
- * Ranges of [0, @src_size) where @dst (size @dst_size) may differ from @src:
+ * Ranges of [0, @src_size) where @dst may differ from @src:
  * @cb(offset, length, hole) with hole=true where @src reads as zeros (a hole or
  * an unwritten extent) and @dst does not, false where @src has data that
  * @dst does not share. Adjacent ranges are merged. Sizes are not compared.
  * @dst < 0 stands for an empty file: every data range of @src is reported.
  */
 typedef int (*CloneFileRangeCallback)(void *userdata, uint64_t offset, uint64_t length, bool hole);
-int clone_file_diff(int src, uint64_t src_size, int dst, uint64_t dst_size, CloneFileRangeCallback cb,
-		    void *userdata);
+int clone_file_diff(int src, uint64_t src_size, int dst, CloneFileRangeCallback cb, void *userdata);
 
 /* Whether @dirfd's filesystem shares blocks: 1 yes, 0 no (probed with two unnamed O_TMPFILEs), or -errno. */
 int clone_file_probe_reflink(int dirfd);

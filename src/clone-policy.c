@@ -18,7 +18,6 @@
 
 #include "clone.h"
 #include "manager-internal.h"
-#include "quota.h"
 #include "sizelimit.h"
 #include "util/errmsg.h"
 #include "util/log.h"
@@ -39,13 +38,9 @@ static int source_usage(PartitionFs *fs, Volume *src, uint32_t projid, uint64_t 
 			char **reterr_msg)
 {
 	_cleanup_close_ int sfd = -EBADF;
-	QuotaUsage u;
 
-	if (projid && fs->quota && quota_get(fs->root_fd, projid, &u) == 0) {
-		*ret_bytes = u.used_bytes;
-		*ret_inodes = u.used_inodes;
+	if (fs->quota && sizelimit_usage(fs, projid, ret_bytes, ret_inodes) == 0)
 		return 0;
-	}
 	sfd = openat(fs->volumes_fd, src->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (sfd < 0)
 		return errmsg_set(reterr_msg, negative_errno(), "cannot open volume %s: %s", src->name, errno_str(errno));

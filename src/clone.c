@@ -329,8 +329,9 @@ static int remove_c(Walk *w, Frame *f, const char *name)
 }
 
 /*
- * Source metadata of an entry; the clone's is compared unless @force (the
- * clone's entry is new or its content changed). Applied now or recorded.
+ * Source metadata of an entry (@name NULL: the current directory, by its
+ * descriptors); the clone's is compared unless @force (the clone's entry is
+ * new or its content changed). Applied now or recorded.
  */
 static int sync_meta(Walk *w, const char *name, int s_fd, const struct stat *ss, int c_fd, bool force)
 {
@@ -453,7 +454,7 @@ static int do_file(Walk *w, Frame *f, const char *name, bool c_exists, const str
 			dst = openat(cdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 			if (dst < 0)
 				return fail(w, negative_errno(), "cannot open the clone's", name);
-			r = clone_file_diff(src, (uint64_t)ss.st_size, dst, (uint64_t)cs->st_size, capture_range, &x);
+			r = clone_file_diff(src, (uint64_t)ss.st_size, dst, capture_range, &x);
 			if (r == 0 && ss.st_size != cs->st_size) {
 				x.changed = true;
 				r = emit_range(w, CLONE_PLAN_SIZE, name, 0, (uint64_t)ss.st_size, 0);
@@ -463,7 +464,7 @@ static int do_file(Walk *w, Frame *f, const char *name, bool c_exists, const str
 			r = emit(w, CLONE_PLAN_CREATE, name, NULL, NULL);
 			/* Every written extent; holes and unwritten preallocation stay holes. */
 			if (r == 0)
-				r = clone_file_diff(src, (uint64_t)ss.st_size, -EBADF, 0, capture_range, &x);
+				r = clone_file_diff(src, (uint64_t)ss.st_size, -EBADF, capture_range, &x);
 			if (r == 0)
 				r = emit_range(w, CLONE_PLAN_SIZE, name, 0, (uint64_t)ss.st_size, 0);
 			x.changed = true;
@@ -482,8 +483,7 @@ static int do_file(Walk *w, Frame *f, const char *name, bool c_exists, const str
 			return fail(w, negative_errno(), "cannot open the clone's", name);
 		changed = ss.st_size != cs->st_size;
 		if (!changed) {
-			r = clone_file_diff(src, (uint64_t)ss.st_size, dst, (uint64_t)cs->st_size, any_difference,
-					    &changed);
+			r = clone_file_diff(src, (uint64_t)ss.st_size, dst, any_difference, &changed);
 			if (r < 0 && r != -ECANCELED)
 				return fail(w, r, "cannot compare", name);
 		}
@@ -789,33 +789,16 @@ static int frame_pop(Walk *w)
 	int r = 0;
 
 	if (w->mode != WALK_MEASURE) {
-		int sfd = dircursor_fd(&w->s), cfd = f->c_present ? dircursor_fd(&w->c) : -EBADF;
-		CloneMeta sm = { 0 }, cm = { 0 };
-		struct stat sst, cst;
-		bool need = !f->c_present || f->dirty;
+		int sfd = dircursor_fd(&w->s);
+		struct stat sst;
 
 		if (f->c_present && !f->c_fresh)
 			r = remove_extras(w, f);
 		if (r == 0 && fstat(sfd, &sst) < 0)
 			r = fail(w, negative_errno(), "cannot stat", NULL);
-		if (r == 0 && (r = clone_meta_read(-EBADF, NULL, sfd, &sst, &sm)) < 0)
-			r = fail(w, r, "cannot read the attributes of", NULL);
-		if (r == 0 && !need) {
-			if (fstat(cfd, &cst) < 0)
-				r = fail(w, negative_errno(), "cannot stat the clone's", NULL);
-			else if ((r = clone_meta_read(-EBADF, NULL, cfd, &cst, &cm)) < 0)
-				r = fail(w, r, "cannot read the clone's attributes of", NULL);
-			else
-				need = !clone_meta_equal(&sm, &cm);
-		}
-		if (r == 0 && need) {
-			if (w->mode == WALK_CAPTURE)
-				r = emit(w, CLONE_PLAN_META, NULL, NULL, &sm);
-			else if ((r = clone_meta_apply(-EBADF, NULL, cfd, &sm)) < 0)
-				r = fail(w, r, "cannot set the attributes of the clone's", NULL);
-		}
-		clone_meta_done(&sm);
-		clone_meta_done(&cm);
+		if (r == 0)
+			r = sync_meta(w, NULL, sfd, &sst, f->c_present ? dircursor_fd(&w->c) : -EBADF,
+				      !f->c_present || f->dirty);
 	}
 	if (r < 0)
 		return r;

@@ -6,6 +6,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "util/alloc-util.h"
 #include "util/dircursor.h"
 #include "util/macro.h"
 
@@ -54,16 +55,14 @@ int dircursor_init(DirCursor *c, int root_fd)
 		return r;
 	if (!S_ISDIR(st.st_mode))
 		return -ENOTDIR;
-	c->levels = malloc(64 * sizeof(*c->levels));
-	if (!c->levels)
+	if (GROW_ARRAY(c->levels, c->cap, 1, 64) < 0)
 		return -ENOMEM;
 	fd = fcntl(root_fd, F_DUPFD_CLOEXEC, 3);
 	if (fd < 0) {
-		free(c->levels);
-		c->levels = NULL;
-		return negative_errno();
+		r = negative_errno();
+		dircursor_done(c);
+		return r;
 	}
-	c->cap = 64;
 	c->depth = 1;
 	c->levels[0] = (DirCursorLevel){ .dev = st.st_dev, .ino = st.st_ino, .mnt_id = mnt_id, .fd = fd };
 	return 0;
@@ -90,22 +89,14 @@ size_t dircursor_depth(const DirCursor *c)
 
 int dircursor_push(DirCursor *c, const char *name)
 {
-	DirCursorLevel *top = &c->levels[c->depth - 1];
 	struct stat st;
 	uint64_t mnt_id;
 	int fd, r;
 
-	if (c->depth == c->cap) {
-		size_t cap = c->cap * 2;
-		DirCursorLevel *nl = realloc(c->levels, cap * sizeof(*nl));
-		if (!nl)
-			return -ENOMEM;
-		c->levels = nl;
-		c->cap = cap;
-		top = &c->levels[c->depth - 1];
-	}
+	if (GROW_ARRAY(c->levels, c->cap, c->depth + 1, 64) < 0)
+		return -ENOMEM;
 	/* O_DIRECTORY is checked before the inode is opened: never a device's open(). */
-	fd = openat(top->fd, name, DIR_OPEN_FLAGS);
+	fd = openat(c->levels[c->depth - 1].fd, name, DIR_OPEN_FLAGS);
 	if (fd < 0)
 		return negative_errno();
 	r = stat_at(fd, "", AT_EMPTY_PATH, &st, &mnt_id);

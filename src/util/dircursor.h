@@ -4,9 +4,9 @@
  * of open descriptors: the stack remembers (dev, ino) of every level but keeps
  * only the deepest DIRCURSOR_OPEN_MAX levels open. Going down opens a child
  * with O_NOFOLLOW|O_DIRECTORY and refuses a mount inside the tree (another
- * device, or another mount ID: a bind mount of the same filesystem); going up to a level whose descriptor was closed reopens it
- * through ".." and checks it is still the same directory (-ESTALE if the tree
- * was reshaped under the walk).
+ * device, or another mount ID: a bind mount of the same filesystem); going up
+ * to a level whose descriptor was closed reopens it through ".." and checks it
+ * is still the same directory (-ESTALE if the tree was reshaped under the walk).
  */
 #pragma once
 

@@ -63,35 +63,29 @@ static int t_remove(const Handle *h, const char *key)
 	return h->fd >= 0 ? fremovexattr(h->fd, key) : removexattr(h->proc, key);
 }
 
-static int errno_to_result(void)
-{
-	return negative_errno();
-}
-
-/* The NUL-separated name list, grown until it fits (it can change between calls). */
-static int read_names(const Handle *t, char **ret, size_t *ret_len)
+/*
+ * The attribute @key, or the NUL-separated name list when @key is NULL (then
+ * NUL-terminated), sized by a first call and read again if it grew in between.
+ * At most @max bytes; -ENODATA if @key vanished since the list was read.
+ */
+static int read_sized(const Handle *t, const char *key, size_t max, char **ret, size_t *ret_len)
 {
 	for (int attempt = 0; attempt < 8; attempt++) {
 		_cleanup_free_ char *buf = NULL;
-		ssize_t n = t_list(t, NULL, 0);
+		ssize_t n = key ? t_get(t, key, NULL, 0) : t_list(t, NULL, 0);
 
 		if (n < 0)
-			return errno_to_result();
-		if (n == 0) {
-			*ret = NULL;
-			*ret_len = 0;
-			return 0;
-		}
-		if (n > XATTR_UTIL_LIST_MAX)
+			return negative_errno();
+		if ((size_t)n > max)
 			return -E2BIG;
 		buf = malloc((size_t)n + 1);
 		if (!buf)
 			return -ENOMEM;
-		n = t_list(t, buf, (size_t)n);
+		n = key ? t_get(t, key, buf, (size_t)n) : t_list(t, buf, (size_t)n);
 		if (n < 0) {
 			if (errno == ERANGE)
 				continue;
-			return errno_to_result();
+			return negative_errno();
 		}
 		buf[n] = '\0';
 		*ret = TAKE_PTR(buf);
@@ -101,31 +95,9 @@ static int read_names(const Handle *t, char **ret, size_t *ret_len)
 	return -EAGAIN;
 }
 
-/* One value; -ENODATA if it vanished since the list was read. */
-static int read_value(const Handle *t, const char *key, void **ret, size_t *ret_len)
+static int read_names(const Handle *t, char **ret, size_t *ret_len)
 {
-	for (int attempt = 0; attempt < 8; attempt++) {
-		_cleanup_free_ void *buf = NULL;
-		ssize_t n = t_get(t, key, NULL, 0);
-
-		if (n < 0)
-			return errno_to_result();
-		if (n > XATTR_UTIL_VALUE_MAX)
-			return -E2BIG;
-		buf = malloc(n > 0 ? (size_t)n : 1);
-		if (!buf)
-			return -ENOMEM;
-		n = t_get(t, key, buf, (size_t)n);
-		if (n < 0) {
-			if (errno == ERANGE)
-				continue;
-			return errno_to_result();
-		}
-		*ret = TAKE_PTR(buf);
-		*ret_len = (size_t)n;
-		return 0;
-	}
-	return -EAGAIN;
+	return read_sized(t, NULL, XATTR_UTIL_LIST_MAX, ret, ret_len);
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -189,10 +161,10 @@ static int blob_read(const Handle *t, void **ret_blob, size_t *ret_len)
 	if (r < 0)
 		return r;
 	for (size_t i = 0; i < n; i++) {
-		_cleanup_free_ void *val = NULL;
+		_cleanup_free_ char *val = NULL;
 		size_t vlen = 0;
 
-		r = read_value(t, v[i], &val, &vlen);
+		r = read_sized(t, v[i], XATTR_UTIL_VALUE_MAX, &val, &vlen);
 		if (r == -ENODATA)
 			continue;
 		if (r < 0)
@@ -246,17 +218,6 @@ static bool blob_next(const char *blob, size_t len, size_t *pos, char *key, size
 	return true;
 }
 
-size_t xattr_blob_count(const void *blob, size_t len)
-{
-	char key[XATTR_NAME_MAX + 1];
-	const void *val;
-	size_t pos = 0, vlen, n = 0;
-
-	while (blob_next(blob, len, &pos, key, sizeof(key), &val, &vlen))
-		n++;
-	return n;
-}
-
 static bool blob_has(const char *blob, size_t len, const char *want)
 {
 	char key[XATTR_NAME_MAX + 1];
@@ -282,10 +243,10 @@ static int blob_apply(const Handle *t, const void *blob, size_t len)
 		return r;
 	for (size_t p = 0; p < nlen; p += strlen(names + p) + 1)
 		if (names[p] && !blob_has(blob, len, names + p) && t_remove(t, names + p) < 0 && errno != ENODATA)
-			return errno_to_result();
+			return negative_errno();
 	while (blob_next(blob, len, &pos, key, sizeof(key), &val, &vlen))
 		if (t_set(t, key, val, vlen) < 0)
-			return errno_to_result();
+			return negative_errno();
 	return 0;
 }
 

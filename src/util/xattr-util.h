@@ -29,6 +29,3 @@ bool xattr_blob_equal(const void *a, size_t alen, const void *b, size_t blen);
 
 /* Makes @t carry exactly the attributes of @blob: removes the others, sets each. */
 int xattr_blob_apply(const XattrTarget *t, const void *blob, size_t len);
-
-/* The number of attributes in @blob. */
-size_t xattr_blob_count(const void *blob, size_t len);
