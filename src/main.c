@@ -10,14 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "admin.h"
-#include "api.h"
-#include "cli.h"
-#include "config.h"
-#include "http.h"
-#include "manager.h"
-#include "metrics.h"
-#include "statedir.h"
+#include "daemon/admin.h"
+#include "daemon/api.h"
+#include "cli/cli.h"
+#include "settings.h"
+#include "daemon/http.h"
+#include "manager/manager.h"
+#include "metrics/metrics.h"
+#include "daemon/statedir.h"
 #include "util/errmsg.h"
 #include "util/log.h"
 #include "util/macro.h"
@@ -33,7 +33,7 @@ static int collect_metrics(void *userdata, MetricsSnapshot *ret)
 
 static int run_daemon(void)
 {
-	Config *cfg = NULL;
+	Settings *cfg = NULL;
 	Manager *m = NULL;
 	HttpServer *http = NULL, *admin_http = NULL;
 	Admin admin = { 0 };
@@ -43,13 +43,13 @@ static int run_daemon(void)
 	int sig, r;
 
 	log_setup();
-	r = config_from_env(&cfg, &err);
+	r = settings_from_env(&cfg, &err);
 	if (r == 0)
 		r = statedir_resolve(cfg, &err);
 	if (r < 0) {
 		log_error("bad setting: %s", err ? err : errno_str(r));
 		free(err);
-		config_free(cfg);
+		settings_free(cfg);
 		return EXIT_FAILURE;
 	}
 	log_set_level(cfg->log_level);
@@ -122,7 +122,7 @@ out:
 	/* After the request threads (they notify it), before the manager (it reads it). */
 	metrics = metrics_writer_stop(metrics);
 	m = manager_free(m);
-	cfg = config_free(cfg);
+	cfg = settings_free(cfg);
 	free(err);
 	return r < 0 ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -18,7 +18,7 @@
 
 #include "helpers/loopxfs.h"
 #include "helpers/testbed.h"
-#include "quota.h"
+#include "pool/quota.h"
 
 static Testbed tb;
 static ClientReply rep;

@@ -2,7 +2,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "api.h"
+#include "daemon/api.h"
 
 static int parse(const char *path, const char *body, ApiRequest *req, unsigned *status, char **err)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The clone engine (src/clone*.c) and the freeze (src/freeze.c) on a real
+ * The clone engine (src/clone/) on a real
  * loop-backed XFS: a tree with every file type, hard links, holes,
  * preallocation, owners, set-ID bits, nanosecond times, extended attributes,
  * POSIX ACLs and file capabilities is cloned and compared with an independent
@@ -30,9 +30,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "clone.h"
-#include "clone-file.h"
-#include "freeze.h"
+#include "clone/clone.h"
+#include "clone/clone-file.h"
+#include "clone/freeze.h"
 #include "util/dircursor.h"
 #include "helpers/loopxfs.h"
 #include "helpers/treecmp.h"

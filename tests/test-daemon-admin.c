@@ -25,7 +25,7 @@
 
 #include "helpers/loopxfs.h"
 #include "helpers/testbed.h"
-#include "mount-users.h"
+#include "cli/mount-users.h"
 
 static Testbed tb;
 static ClientReply rep;

@@ -19,7 +19,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "freeze.h"
+#include "clone/freeze.h"
 #include "helpers/loopxfs.h"
 #include "helpers/testbed.h"
 #include "helpers/treecmp.h"

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "helpers/testbed.h"
-#include "quota.h"
+#include "pool/quota.h"
 
 static Testbed tb;
 static ClientReply rep;

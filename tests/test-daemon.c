@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "helpers/testbed.h"
-#include "volume.h"
+#include "volume/volume.h"
 
 static Testbed tb;
 static ClientReply rep;

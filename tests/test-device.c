@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "device-policy.h"
-#include "device-report.h"
-#include "device.h"
-#include "nvme-health.h"
-#include "xfs-geometry.h"
+#include "settings.h"
+#include "device/device-policy.h"
+#include "device/device-report.h"
+#include "device/device.h"
+#include "device/nvme-health.h"
+#include "device/xfs-geometry.h"
 
 static void put_le(uint8_t *p, uint64_t v, int bytes)
 {
@@ -428,41 +428,41 @@ Test(policy, reasons_are_capped)
 
 Test(policy, settings_from_the_environment)
 {
-	Config *c = NULL;
+	Settings *c = NULL;
 	char *err = NULL;
 
 	cr_assert_eq(unsetenv("NVMEVOL_REQUIRE_NVME"), 0);
 	cr_assert_eq(unsetenv("NVMEVOL_HEALTH"), 0);
 	cr_assert_eq(unsetenv("NVMEVOL_HEALTH_CACHE_SECONDS"), 0);
-	cr_assert_eq(config_from_env(&c, &err), 0, "%s", err);
+	cr_assert_eq(settings_from_env(&c, &err), 0, "%s", err);
 	cr_expect_eq(c->require_nvme, DEVICE_POLICY_WARN);
 	cr_expect_eq(c->health, DEVICE_POLICY_WARN);
 	cr_expect_eq(c->health_cache_seconds, 60);
-	c = config_free(c);
+	c = settings_free(c);
 
 	setenv("NVMEVOL_REQUIRE_NVME", "enforce", 1);
 	setenv("NVMEVOL_HEALTH", "off", 1);
 	setenv("NVMEVOL_HEALTH_CACHE_SECONDS", "0", 1);
-	cr_assert_eq(config_from_env(&c, &err), 0, "%s", err);
+	cr_assert_eq(settings_from_env(&c, &err), 0, "%s", err);
 	cr_expect_eq(c->require_nvme, DEVICE_POLICY_ENFORCE);
 	cr_expect_eq(c->health, DEVICE_POLICY_OFF);
 	cr_expect_eq(c->health_cache_seconds, 0);
-	c = config_free(c);
+	c = settings_free(c);
 
 	setenv("NVMEVOL_REQUIRE_NVME", "yes", 1);
-	cr_expect_eq(config_from_env(&c, &err), -EINVAL);
+	cr_expect_eq(settings_from_env(&c, &err), -EINVAL);
 	cr_expect(err && strstr(err, "NVMEVOL_REQUIRE_NVME='yes' must be off, warn or enforce"), "%s", err);
 	free(err);
 	err = NULL;
 	setenv("NVMEVOL_REQUIRE_NVME", "warn", 1);
 	setenv("NVMEVOL_HEALTH", "default", 1);
-	cr_expect_eq(config_from_env(&c, &err), -EINVAL);
+	cr_expect_eq(settings_from_env(&c, &err), -EINVAL);
 	cr_expect(err && strstr(err, "NVMEVOL_HEALTH='default'"), "%s", err);
 	free(err);
 	err = NULL;
 	setenv("NVMEVOL_HEALTH", "warn", 1);
 	setenv("NVMEVOL_HEALTH_CACHE_SECONDS", "86401", 1);
-	cr_expect_eq(config_from_env(&c, &err), -EINVAL);
+	cr_expect_eq(settings_from_env(&c, &err), -EINVAL);
 	cr_expect(err && strstr(err, "NVMEVOL_HEALTH_CACHE_SECONDS"), "%s", err);
 	free(err);
 	unsetenv("NVMEVOL_REQUIRE_NVME");

@@ -18,12 +18,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "device-policy.h"
-#include "device.h"
+#include "device/device-policy.h"
+#include "device/device.h"
 #include "helpers/loopxfs.h"
 #include "helpers/testbed.h"
-#include "probe.h"
-#include "xfs-geometry.h"
+#include "device/probe.h"
+#include "device/xfs-geometry.h"
 
 /* ---- a loop device with two real partitions: one at 1 MiB, one at a 512-byte odd sector ---- */
 

@@ -15,11 +15,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "metrics.h"
-#include "statedir.h"
-#include "prom.h"
-#include "stats.h"
+#include "settings.h"
+#include "metrics/metrics.h"
+#include "daemon/statedir.h"
+#include "metrics/prom.h"
+#include "metrics/stats.h"
 
 #define T0 1700000000
 
@@ -316,31 +316,31 @@ Test(metrics, writer_writes_at_start_after_a_change_and_leaves_up_0_at_stop)
 
 Test(metrics, settings)
 {
-	Config *c = NULL;
+	Settings *c = NULL;
 	char *err = NULL;
 
 	unsetenv("NVMEVOL_METRICS_DIR");
 	unsetenv("NVMEVOL_METRICS_INTERVAL_SECONDS");
 	unsetenv("NVMEVOL_SELFTEST_MIN_WRITE_RATIO");
 	setenv("NVMEVOL_STATE_DIR", "/srv/state", 1);
-	cr_assert_eq(config_from_env(&c, &err), 0, "%s", err);
+	cr_assert_eq(settings_from_env(&c, &err), 0, "%s", err);
 	cr_expect_null(c->metrics_dir, "the default waits for the state directory");
 	cr_assert_eq(statedir_resolve(c, &err), 0, "%s", err);
 	cr_expect_str_eq(c->metrics_dir, "/srv/state/metrics");
 	cr_expect_eq(c->metrics_interval_s, 15);
 	cr_expect_eq(c->selftest_pool.min_write_ratio, 0);
-	c = config_free(c);
+	c = settings_free(c);
 
 	setenv("NVMEVOL_METRICS_DIR", "off", 1);
 	setenv("NVMEVOL_METRICS_INTERVAL_SECONDS", "1", 1);
 	setenv("NVMEVOL_SELFTEST_MIN_WRITE_RATIO", "0.7", 1);
 	setenv("NVMEVOL_SELFTEST_MAX_P99_RATIO", "", 1);
-	cr_assert_eq(config_from_env(&c, &err), 0, "%s", err);
+	cr_assert_eq(settings_from_env(&c, &err), 0, "%s", err);
 	cr_expect_str_eq(c->metrics_dir, "");
 	cr_expect_eq(c->metrics_interval_s, 1);
 	cr_expect_float_eq(c->selftest_pool.min_write_ratio, 0.7, 1e-12);
 	cr_expect_eq(c->selftest_pool.max_p99_ratio, 0, "empty is none");
-	c = config_free(c);
+	c = settings_free(c);
 
 	static const char *const bad[][3] = {
 		{ "NVMEVOL_METRICS_DIR", "relative/dir", "NVMEVOL_METRICS_DIR='relative/dir' must be an absolute path" },
@@ -354,7 +354,7 @@ Test(metrics, settings)
 		unsetenv("NVMEVOL_SELFTEST_MIN_WRITE_RATIO");
 		unsetenv("NVMEVOL_SELFTEST_MAX_P99_RATIO");
 		setenv(bad[i][0], bad[i][1], 1);
-		cr_expect_eq(config_from_env(&c, &err), -EINVAL, "accepted %s=%s", bad[i][0], bad[i][1]);
+		cr_expect_eq(settings_from_env(&c, &err), -EINVAL, "accepted %s=%s", bad[i][0], bad[i][1]);
 		cr_expect(err && strstr(err, bad[i][2]), "%s", err);
 		free(err);
 		err = NULL;

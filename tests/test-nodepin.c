@@ -4,7 +4,7 @@
 #include <string.h>
 #include <sys/utsname.h>
 
-#include "nodepin.h"
+#include "volume/nodepin.h"
 
 Test(nodepin, unpinned_or_same_node_passes)
 {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Tests of src/quota.c against a real XFS on a loop device.
+ * Tests of src/pool/quota.c against a real XFS on a loop device.
  *
  * Each test that needs a filesystem makes its own: a sparse 300 MiB image
  * (mkfs.xfs's minimum), mkfs.xfs, a loop device with LO_FLAGS_AUTOCLEAR, and a
@@ -33,7 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "quota.h"
+#include "pool/quota.h"
 
 extern char **environ;
 

@@ -10,7 +10,7 @@
 
 #include <sys/sysmacros.h>
 
-#include "mount.h"
+#include "pool/mount.h"
 #include "util/fs-util.h"
 #include "util/strutil.h"
 

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "clone.h"
+#include "clone/clone.h"
 
 int main(int argc, char **argv)
 {

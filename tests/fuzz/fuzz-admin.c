@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "admin.h"
-#include "http-client.h"
-#include "options.h"
+#include "daemon/admin.h"
+#include "cli/http-client.h"
+#include "volume/volume-options.h"
 #include "util/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -25,9 +25,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api.h"
-#include "options.h"
-#include "volume.h"
+#include "daemon/api.h"
+#include "volume/volume-options.h"
+#include "volume/volume.h"
 #include "util/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

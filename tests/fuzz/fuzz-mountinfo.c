@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "mount.h"
+#include "pool/mount.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

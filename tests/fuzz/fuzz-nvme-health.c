@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device-policy.h"
-#include "device-report.h"
-#include "nvme-health.h"
+#include "device/device-policy.h"
+#include "device/device-report.h"
+#include "device/nvme-health.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

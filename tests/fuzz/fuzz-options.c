@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "options.h"
-#include "volume.h"
+#include "volume/volume-options.h"
+#include "volume/volume.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

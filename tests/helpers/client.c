@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "client.h"
-#include "http-client.h"
+#include "cli/http-client.h"
 
 void client_reply_done(ClientReply *r)
 {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Requests to the daemon's sockets for tests, through the command line's HTTP client (src/http-client.c). */
+/* Requests to the daemon's sockets for tests, through the command line's HTTP client (src/cli/http-client.c). */
 #pragma once
 
 #include <jansson.h>

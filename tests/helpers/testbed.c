@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "helpers/loopxfs.h"
-#include "probe.h"
+#include "device/probe.h"
 #include "testbed.h"
 
 extern char **environ;

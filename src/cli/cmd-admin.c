@@ -1,0 +1,730 @@
+/* SPDX-License-Identifier: MIT */
+/* The admin commands: what they send to the plugin, what they check on the host, what they print. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/admin-client.h"
+#include "admin-protocol.h"
+#include "cli/cmd-admin.h"
+#include "cli/docker-client.h"
+#include "cli/mount-users.h"
+#include "volume/volume-options.h"
+#include "volume/volume.h"
+#include "util/errmsg.h"
+#include "util/fs-util.h"
+#include "util/macro.h"
+#include "util/strutil.h"
+#include "util/table.h"
+
+/* Where nvmevol 0.1 kept its state on the host. */
+#define LEGACY_STATE_DIR "/var/lib/nvmevol"
+/* Entries per import request: well under the 64 KiB request limit (an entry is about 400 bytes). */
+#define IMPORT_BATCH_BYTES (48 * 1024)
+
+/* ---- helpers ---- */
+
+static int find(const CliArgs *a, AdminTarget *t)
+{
+	_cleanup_free_ char *err = NULL;
+	int r = admin_client_find(a->plugin, a->socket, t, &err);
+
+	return r < 0 ? cli_fail(a, "%s", err ? err : errno_str(r)) : 0;
+}
+
+static int call(const CliArgs *a, const AdminTarget *t, const char *endpoint, const json_t *req, json_t **ret)
+{
+	_cleanup_free_ char *err = NULL;
+	int r = admin_client_call(t, endpoint, req, a->command, ret, &err);
+
+	return r < 0 ? cli_fail(a, "%s", err ? err : errno_str(r)) : 0;
+}
+
+/* Finds the plugin and calls @endpoint with @req. */
+static int ask(const CliArgs *a, AdminTarget *t, const char *endpoint, const json_t *req, json_t **ret)
+{
+	int r = find(a, t);
+
+	return r != 0 ? r : call(a, t, endpoint, req, ret);
+}
+
+/* {"Name": @name, "Changes": @changes} to @endpoint. */
+static int send_changes(const CliArgs *a, AdminTarget *t, const char *endpoint, const char *name,
+			const json_t *changes, json_t **ret)
+{
+	_cleanup_(json_decrefp) json_t *req = json_pack("{s:s,s:O}", "Name", name, "Changes", changes);
+
+	return req ? ask(a, t, endpoint, req, ret) : cli_fail(a, "out of memory");
+}
+
+static int print_json(const json_t *j)
+{
+	if (json_dumpf(j, stdout, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(15)) < 0)
+		return CLI_EXIT_FAILURE;
+	fputc('\n', stdout);
+	return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILURE;
+}
+
+static void human_bytes(uint64_t b, char *buf, size_t len)
+{
+	static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };
+	double v = (double)b;
+	size_t u = 0;
+
+	while (v >= 1024 && u + 1 < ELEMENTSOF(units)) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%llu B", (unsigned long long)b);
+	else
+		snprintf(buf, len, "%.1f %s", v, units[u]);
+}
+
+static const char *str(const json_t *o, const char *key)
+{
+	const json_t *v = json_object_get(o, key);
+	return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static json_int_t num(const json_t *o, const char *key)
+{
+	const json_t *v = json_object_get(o, key);
+	return json_is_integer(v) ? json_integer_value(v) : json_is_real(v) ? (json_int_t)json_real_value(v) : 0;
+}
+
+/* "key=value key=value" of an options object. */
+static char *options_line(const json_t *opts)
+{
+	char *out = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&out, &len);
+	const char *k;
+	json_t *v;
+
+	if (!f)
+		return NULL;
+	json_object_foreach((json_t *)opts, k, v)
+		fprintf(f, "%s%s=%s", ftell(f) ? " " : "", k, json_is_string(v) ? json_string_value(v) : "?");
+	if (ftell(f) == 0)
+		fputs("(none: defaults)", f);
+	if (fclose(f) != 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
+static const char *limit_text(json_int_t v, char *buf, size_t len, bool bytes)
+{
+	if (v <= 0)
+		return "none";
+	if (bytes)
+		human_bytes((uint64_t)v, buf, len);
+	else
+		snprintf(buf, len, "%lld", (long long)v);
+	return buf;
+}
+
+/* ---- status ---- */
+
+static char *selftest_summary(const json_t *st)
+{
+	char *s = NULL;
+
+	if (!st)
+		return strdup("never run");
+	if (json_is_true(json_object_get(st, "running")))
+		return strdup("running now");
+	if (asprintf(&s, "write %.0f MiB/s, read %.0f MiB/s, %lld/%lld IOPS, %lld s ago",
+		     json_number_value(json_object_get(st, "seq_write_mbps")),
+		     json_number_value(json_object_get(st, "seq_read_mbps")), (long long)num(st, "rand_write_iops"),
+		     (long long)num(st, "rand_read_iops"), (long long)num(st, "age_seconds")) < 0)
+		return NULL;
+	return s;
+}
+
+static void print_partitions(const json_t *parts)
+{
+	static const char *const head[] = { "PARTITION", "UUID", "DEVICE", "STATE", "SIZE", "FREE", "QUOTA", "VOLUMES",
+					    "SELFTEST", NULL };
+	Table *t = table_new(head);
+	size_t i;
+	json_t *p;
+
+	json_array_foreach(parts, i, p) {
+		char size[32], free_b[32], nvol[16], state[64];
+		_cleanup_free_ char *st = selftest_summary(json_object_get(p, "selftest"));
+
+		if (!json_is_true(json_object_get(p, "present")))
+			snprintf(state, sizeof(state), "missing");
+		else if (!json_is_true(json_object_get(p, "adopted")))
+			snprintf(state, sizeof(state), "read-only (adopt it)");
+		else
+			snprintf(state, sizeof(state), "ready");
+		human_bytes((uint64_t)num(p, "size_bytes"), size, sizeof(size));
+		human_bytes((uint64_t)num(p, "free_bytes"), free_b, sizeof(free_b));
+		snprintf(nvol, sizeof(nvol), "%lld", (long long)num(p, "volumes"));
+		const char *row[] = { str(p, "label") && *str(p, "label") ? str(p, "label") : "(no label)", str(p, "uuid"),
+				      str(p, "device") && *str(p, "device") ? str(p, "device") : NULL, state,
+				      json_object_get(p, "size_bytes") ? size : NULL,
+				      json_object_get(p, "free_bytes") ? free_b : NULL,
+				      json_is_true(json_object_get(p, "project_quota")) ? "yes" : "no", nvol, st };
+		if (t)
+			(void)table_add_row(t, row);
+	}
+	if (t) {
+		table_print(t, stdout);
+		table_free(t);
+	}
+	json_array_foreach(parts, i, p)
+		if (str(p, "problem"))
+			printf("  %s: %s\n", str(p, "label") && *str(p, "label") ? str(p, "label") : str(p, "uuid"),
+			       str(p, "problem"));
+}
+
+static void print_volumes(const json_t *vols)
+{
+	static const char *const head[] = { "VOLUME", "STATE", "PARTITION", "LIMIT", "USED", "INODES", "MOUNTS",
+					    "SELFTEST", "CLONE OF", NULL };
+	Table *t = table_new(head);
+	size_t i;
+	json_t *v;
+
+	json_array_foreach(vols, i, v) {
+		const json_t *s = json_object_get(v, "Status"), *q = json_object_get(s, "quota"),
+			     *st = json_object_get(s, "selftest"), *part = json_object_get(s, "partition");
+		char limit[32], used[32], inodes[48], mounts[16];
+
+		limit[0] = used[0] = inodes[0] = '\0';
+		if (q) {
+			(void)limit_text(num(q, "limit_bytes"), limit, sizeof(limit), true);
+			if (json_object_get(q, "used_bytes"))
+				human_bytes((uint64_t)num(q, "used_bytes"), used, sizeof(used));
+			if (json_object_get(q, "used_inodes"))
+				snprintf(inodes, sizeof(inodes), "%lld/%s", (long long)num(q, "used_inodes"),
+					 num(q, "limit_inodes") > 0 ? "" : "none");
+			if (json_object_get(q, "used_inodes") && num(q, "limit_inodes") > 0)
+				snprintf(inodes, sizeof(inodes), "%lld/%lld", (long long)num(q, "used_inodes"),
+					 (long long)num(q, "limit_inodes"));
+		}
+		snprintf(mounts, sizeof(mounts), "%lld", (long long)num(s, "mount_count"));
+		const char *row[] = { str(v, "Name"), str(s, "state"), str(part, "label") && *str(part, "label") ? str(part, "label") : str(part, "uuid"),
+				      limit[0] ? limit : "none", used[0] ? used : NULL, inodes[0] ? inodes : NULL, mounts,
+				      st ? str(st, "verdict") : NULL, str(s, "cloned_from") };
+		if (t)
+			(void)table_add_row(t, row);
+	}
+	if (t) {
+		table_print(t, stdout);
+		table_free(t);
+	}
+}
+
+/* Where the plugin's state is on the host, when it can be told. */
+static char *state_host_path(const AdminTarget *t, const json_t *state)
+{
+	_cleanup_free_ char *root = NULL, *err = NULL;
+	const char *loc = str(state, "location");
+	char *p = NULL;
+
+	if (loc && streq(loc, "state.source") && t->state_source)
+		return strdup(t->state_source);
+	if (loc && streq(loc, "plugin-directory") && t->plugin_id && docker_root_dir(&root, &err) == 0 &&
+	    asprintf(&p, "%s/plugins/%s/propagated-mount/.state", root, t->plugin_id) >= 0)
+		return p;
+	if (loc && (streq(loc, "NVMEVOL_STATE_DIR") || streq(loc, "host-directory")) && !t->plugin_id)
+		return str(state, "dir") ? strdup(str(state, "dir")) : NULL;
+	return NULL;
+}
+
+/* An index left by nvmevol 0.1 that the plugin does not use. */
+static bool legacy_state_unused(const json_t *state, const char *host_path)
+{
+	struct stat st;
+
+	if (host_path && streq(host_path, LEGACY_STATE_DIR))
+		return false;
+	if (str(state, "location") && streq(str(state, "location"), "host-directory"))
+		return false;
+	return stat(LEGACY_STATE_DIR "/index", &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int cmd_status(const CliArgs *a, char **args, int n)
+{
+	_cleanup_(admin_target_done) AdminTarget t = { 0 };
+	_cleanup_(json_decrefp) json_t *j = NULL;
+	_cleanup_free_ char *host = NULL;
+	json_t *state, *settings, *v;
+	const char *k;
+	bool legacy;
+	int r;
+
+	if ((r = ask(a, &t, ADMIN_PATH_STATUS, NULL, &j)) != 0)
+		return r;
+	state = json_object_get(j, "state");
+	host = state_host_path(&t, state);
+	legacy = legacy_state_unused(state, host);
+	if (a->given & CLI_OPT_JSON) {
+		json_object_set_new(j, "plugin", json_pack("{s:s?,s:s?,s:s?,s:s}", "name", t.plugin, "id", t.plugin_id,
+							    "reference", t.reference, "admin_socket", t.socket));
+		if (host)
+			json_object_set_new(state, "host_path", json_string(host));
+		if (legacy)
+			json_object_set_new(j, "legacy_state", json_string(LEGACY_STATE_DIR));
+		return print_json(j);
+	}
+	if (t.plugin)
+		printf("Plugin:    %s (ID %.12s%s%s)\n", t.plugin, t.plugin_id, t.reference ? ", installed from " : "",
+		       t.reference ? t.reference : "");
+	else
+		printf("Plugin:    admin socket %s\n", t.socket);
+	printf("Version:   nvmevol %s (admin API %lld)\n", str(j, "version") ? str(j, "version") : "?",
+	       (long long)num(j, "admin_api"));
+	printf("State:     %s (%s)%s%s\n", str(state, "dir") ? str(state, "dir") : "?",
+	       str(state, "location") ? str(state, "location") : "?", host ? "; on the host: " : "", host ? host : "");
+	printf("Settings: ");
+	settings = json_object_get(j, "settings");
+	json_object_foreach(settings, k, v) {
+		if (json_is_array(v)) {
+			size_t i;
+			json_t *d;
+			printf(" %s=", k);
+			json_array_foreach(v, i, d)
+				printf("%s%s", i ? "," : "", json_string_value(d));
+		} else if (json_is_string(v))
+			printf(" %s=%s", k, json_string_value(v));
+		else
+			printf(" %s=%lld", k, (long long)json_integer_value(v));
+	}
+	printf("\n\n");
+	print_partitions(json_object_get(j, "partitions"));
+	printf("\n");
+	print_volumes(json_object_get(j, "volumes"));
+	if (legacy)
+		printf("\nNote: %s holds the volume index of an older install, which this plugin does not use:\n"
+		       "import it with 'nvmevol state import'.\n", LEGACY_STATE_DIR);
+	return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILURE;
+}
+
+/* ---- volume show ---- */
+
+static int show(const CliArgs *a, const AdminTarget *t, const char *name, json_t **ret)
+{
+	_cleanup_(json_decrefp) json_t *req = json_pack("{s:s}", "Name", name);
+
+	if (!req)
+		return cli_fail(a, "out of memory");
+	return call(a, t, ADMIN_PATH_VOLUME_SHOW, req, ret);
+}
+
+int cmd_volume_show(const CliArgs *a, char **args, int n)
+{
+	_cleanup_(admin_target_done) AdminTarget t = { 0 };
+	_cleanup_(json_decrefp) json_t *j = NULL;
+	_cleanup_free_ char *opts = NULL;
+	json_t *s, *p, *q, *st, *adm, *ids, *c;
+	const char *k;
+	bool first;
+	int r;
+
+	if ((r = find(a, &t)) != 0 || (r = show(a, &t, args[0], &j)) != 0)
+		return r;
+	if (a->given & CLI_OPT_JSON)
+		return print_json(j);
+	s = json_object_get(j, "Status");
+	p = json_object_get(s, "partition");
+	q = json_object_get(s, "quota");
+	st = json_object_get(s, "selftest");
+	adm = json_object_get(j, "Admin");
+	opts = options_line(json_object_get(s, "options"));
+	printf("Volume:     %s\n", str(j, "Name"));
+	printf("State:      %s%s%s\n", str(s, "state"), str(s, "problem") ? ": " : "", str(s, "problem") ? str(s, "problem") : "");
+	printf("Created:    %s\n", str(s, "created_at") ? str(s, "created_at") : "?");
+	printf("Options:    %s\n", opts ? opts : "?");
+	printf("Partition:  %s (UUID %s%s%s)%s%s\n", str(p, "label") ? str(p, "label") : "", str(p, "uuid"),
+	       str(p, "device") ? ", " : "", str(p, "device") ? str(p, "device") : "",
+	       str(p, "problem") ? ": " : "", str(p, "problem") ? str(p, "problem") : "");
+	if (str(s, "owner"))
+		printf("Owner:      %s, mode %s\n", str(s, "owner"), str(s, "mode"));
+	if (str(s, "cloned_from")) {
+		const json_t *cl = json_object_get(s, "clone");
+		printf("Clone of:   %s, as of %s (%s%s, %lld entries", str(s, "cloned_from"),
+		       str(s, "cloned_at") ? str(s, "cloned_at") : "?", str(cl, "method") ? str(cl, "method") : "?",
+		       json_is_true(json_object_get(cl, "source_in_use")) ? ", the source in use" : "",
+		       (long long)num(cl, "entries"));
+		if (json_is_true(json_object_get(cl, "source_in_use")))
+			printf(", partition frozen %lld ms", (long long)num(cl, "frozen_ms"));
+		printf(")\n");
+	}
+	if (q) {
+		char lb[32], ub[32], li[32];
+		human_bytes((uint64_t)num(q, "used_bytes"), ub, sizeof(ub));
+		printf("Limits:     size %s, inodes %s (XFS project %lld)\n",
+		       limit_text(num(q, "limit_bytes"), lb, sizeof(lb), true),
+		       limit_text(num(q, "limit_inodes"), li, sizeof(li), false), (long long)num(q, "project_id"));
+		if (json_object_get(q, "used_bytes"))
+			printf("Usage:      %s, %lld inodes\n", ub, (long long)num(q, "used_inodes"));
+		if (str(q, "problem"))
+			printf("            %s\n", str(q, "problem"));
+	} else
+		printf("Limits:     none\n");
+	printf("Mounts:     %lld", (long long)num(s, "mount_count"));
+	ids = json_object_get(adm, "mount_ids");
+	first = true;
+	json_object_foreach(ids, k, c) {
+		printf("%sID %.12s: %lld", first ? " (" : ", ", k, (long long)json_integer_value(c));
+		first = false;
+	}
+	printf("%s\n", first ? "" : ")");
+	if (str(j, "Mountpoint"))
+		printf("Mountpoint: %s (in the plugin), options %s\n", str(j, "Mountpoint"),
+		       str(s, "mount_options") ? str(s, "mount_options") : "?");
+	if (st)
+		printf("Self-test:  %s (policy %s)%s%s\n", str(st, "verdict") ? str(st, "verdict") : "?",
+		       str(st, "policy") ? str(st, "policy") : "?", str(st, "message") ? ": " : "",
+		       str(st, "message") ? str(st, "message") : "");
+	else
+		printf("Self-test:  not run since the plugin started (it runs at the first mount)\n");
+	return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILURE;
+}
+
+/* ---- volume resize, volume set ---- */
+
+int cmd_volume_resize(const CliArgs *a, char **args, int n)
+{
+	_cleanup_(admin_target_done) AdminTarget t = { 0 };
+	_cleanup_(json_decrefp) json_t *j = NULL, *changes = json_object();
+	char b1[32], b2[32], i1[32], i2[32], u[32];
+	json_t *before, *after;
+	int r;
+
+	if (!changes)
+		return cli_fail(a, "out of memory");
+	if (n == 2)
+		json_object_set_new(changes, "size", json_string(args[1]));
+	if (a->given & CLI_OPT_INODES)
+		json_object_set_new(changes, "inodes", json_string(a->inodes));
+	if (json_object_size(changes) == 0)
+		return cli_usage_error(a, "give a new SIZE, --inodes N, or both");
+	if ((r = send_changes(a, &t, ADMIN_PATH_VOLUME_RESIZE, args[0], changes, &j)) != 0)
+		return r;
+	if (a->given & CLI_OPT_JSON)
+		return print_json(j);
+	before = json_object_get(j, "before");
+	after = json_object_get(j, "after");
+	human_bytes((uint64_t)num(json_object_get(j, "usage"), "bytes"), u, sizeof(u));
+	printf("volume %s: size limit %s -> %s, inode limit %s -> %s; it uses %s and %lld inodes (XFS project %lld)\n",
+	       args[0], limit_text(num(before, "size_bytes"), b1, sizeof(b1), true),
+	       limit_text(num(after, "size_bytes"), b2, sizeof(b2), true),
+	       limit_text(num(before, "inodes"), i1, sizeof(i1), false),
+	       limit_text(num(after, "inodes"), i2, sizeof(i2), false), u,
+	       (long long)num(json_object_get(j, "usage"), "inodes"), (long long)num(j, "project_id"));
+	if (num(j, "tagged") > 0)
+		printf("volume %s had no limits: %lld files and directories were tagged with its XFS project so that they count\n",
+		       args[0], (long long)num(j, "tagged"));
+	return CLI_EXIT_OK;
+}
+
+int cmd_volume_set(const CliArgs *a, char **args, int n)
+{
+	_cleanup_(admin_target_done) AdminTarget t = { 0 };
+	_cleanup_(json_decrefp) json_t *j = NULL, *changes = json_object();
+	_cleanup_free_ char *b = NULL, *af = NULL;
+	int r;
+
+	if (!changes)
+		return cli_fail(a, "out of memory");
+	for (int i = 1; i < n; i++) {
+		char *eq = strchr(args[i], '=');
+		_cleanup_free_ char *key = NULL;
+
+		if (!eq || eq == args[i])
+			return cli_usage_error(a, "'%s' is not KEY=VALUE", args[i]);
+		key = strndup(args[i], (size_t)(eq - args[i]));
+		if (!key)
+			return cli_fail(a, "out of memory");
+		if (json_object_get(changes, key))
+			return cli_usage_error(a, "%s is given twice", key);
+		json_object_set_new(changes, key, json_string(eq + 1));
+	}
+	if ((r = send_changes(a, &t, ADMIN_PATH_VOLUME_SET, args[0], changes, &j)) != 0)
+		return r;
+	if (a->given & CLI_OPT_JSON)
+		return print_json(j);
+	b = options_line(json_object_get(j, "before"));
+	af = options_line(json_object_get(j, "after"));
+	printf("volume %s: options were: %s\nvolume %s: options now:  %s\n(the self-test uses them at the volume's next first mount)\n",
+	       args[0], b ? b : "?", args[0], af ? af : "?");
+	return CLI_EXIT_OK;
+}
+
+/* ---- volume forget ---- */
+
+int cmd_volume_forget(const CliArgs *a, char **args, int n)
+{
+	_cleanup_(admin_target_done) AdminTarget t = { 0 };
+	_cleanup_(json_decrefp) json_t *j = NULL, *before = NULL, *req = json_pack("{s:s}", "Name", args[0]);
+	const json_t *p;
+	int r;
+
+	if (!req)
+		return cli_fail(a, "out of memory");
+	if ((r = find(a, &t)) != 0 || (r = show(a, &t, args[0], &before)) != 0 ||
+	    (r = call(a, &t, ADMIN_PATH_VOLUME_FORGET, req, &j)) != 0)
+		return r;
+	p = json_object_get(json_object_get(before, "Status"), "partition");
+	json_object_set_new(j, "partition_uuid", json_string(str(p, "uuid") ? str(p, "uuid") : ""));
+	if (a->given & CLI_OPT_JSON)
+		return print_json(j);
+	printf("volume %s forgotten: Docker no longer lists it. Its data and record stay on partition %s (UUID %s);\n"
+	       "if that partition is attached again, the volume comes back.\n",
+	       args[0], str(p, "label") ? str(p, "label") : "", str(p, "uuid") ? str(p, "uuid") : "?");
+	return CLI_EXIT_OK;
+}
+
+/* ---- volume release ---- */
+
+static bool container_running(const json_t *c)
+{
+	const char *s = str(c, "State");
+	return !s || streq(s, "running") || streq(s, "paused") || streq(s, "restarting") || streq(s, "removing");
+}
+
+static const char *container_name(const json_t *c)
+{
+	const char *n = json_string_value(json_array_get(json_object_get(c, "Names"), 0));
+	return n ? (n[0] == '/' ? n + 1 : n) : str(c, "Id");
+}
+
+int cmd_volume_release(const CliArgs *a, char **args, int n)
+{
+	_cleanup_(admin_target_done) AdminTarget t = { 0 };
+	_cleanup_(json_decrefp) json_t *vol = NULL, *containers = NULL, *req = NULL, *j = NULL, *stopped = json_array();
+	_cleanup_free_ char *err = NULL, *suffix = NULL;
+	MountUser *users = NULL;
+	size_t n_users = 0, scanned = 0, i;
+	const json_t *adm, *ids, *c;
+	const char *name = args[0], *dev;
+	unsigned maj, min;
+	int r;
+
+	if ((r = find(a, &t)) != 0 || (r = show(a, &t, name, &vol)) != 0)
+		return r;
+	adm = json_object_get(vol, "Admin");
+	ids = json_object_get(adm, "mount_ids");
+	if (!json_is_object(ids))
+		return cli_fail(a, "the plugin's answer has no mount IDs for %s", name);
+
+	/* 1. Docker: no running container may use it. */
+	r = docker_containers_using(name, &containers, &err);
+	if (r < 0)
+		return cli_fail(a, "cannot ask Docker whether a container uses %s: %s. release needs Docker's answer; "
+			       "nothing was changed", name, err ? err : errno_str(r));
+	json_array_foreach(containers, i, c) {
+		if (container_running(c))
+			return cli_fail(a, "container %s (%s) uses volume %s; stop it first (nothing was changed)",
+					container_name(c), str(c, "State") ? str(c, "State") : "?", name);
+		json_array_append_new(stopped, json_string(container_name(c)));
+	}
+
+	/* 2. This host's mount namespaces: nobody may still have the bind. */
+	dev = str(adm, "dev");
+	if (dev && sscanf(dev, "%u:%u", &maj, &min) == 2) {
+		if (t.plugin_id && asprintf(&suffix, "/plugins/%s/propagated-mount/%s", t.plugin_id, name) < 0)
+			return cli_fail(a, "out of memory");
+		r = mount_users_find("/proc", makedev(maj, min), str(adm, "root"), (uint64_t)num(adm, "mount_namespace"),
+				     suffix, &users, &n_users, &scanned);
+		if (r < 0)
+			return cli_fail(a, "cannot read the mount namespaces of this host: %s (run as root, on the Docker host)",
+					errno_str(r));
+		if (n_users > 0) {
+			fprintf(stderr, "nvmevol volume release: volume %s is still mounted on this host; nothing was changed:\n",
+				name);
+			for (size_t k = 0; k < n_users; k++)
+				fprintf(stderr, "  process %d (%s), mount namespace %llu, at %s\n", (int)users[k].pid,
+					users[k].comm, (unsigned long long)users[k].mount_ns, users[k].target);
+			mount_users_free(users, n_users);
+			return CLI_EXIT_FAILURE;
+		}
+	}
+
+	/* 3. The plugin clears the counts if they are still those that were checked. */
+	req = json_pack("{s:s,s:O}", "Name", name, "Expect", ids);
+	if (!req)
+		return cli_fail(a, "out of memory");
+	if ((r = call(a, &t, ADMIN_PATH_VOLUME_RELEASE, req, &j)) != 0)
+		return r;
+	json_object_set_new(j, "checked", json_pack("{s:O,s:i,s:b}", "stopped_containers", stopped,
+						    "mount_namespaces_scanned", (int)scanned, "partition_present",
+						    dev != NULL));
+	if (a->given & CLI_OPT_JSON)
+		return print_json(j);
+	if (num(j, "total_before") == 0 && !json_is_true(json_object_get(j, "unmounted"))) {
+		printf("volume %s had no mount counts and no bind: nothing to release\n", name);
+		return CLI_EXIT_OK;
+	}
+	printf("checked: Docker reports no running container using %s", name);
+	if (json_array_size(stopped) > 0) {
+		printf(" (stopped containers that reference it, which hold no mount:");
+		json_array_foreach(stopped, i, c)
+			printf(" %s", json_string_value(c));
+		printf(")");
+	}
+	if (dev)
+		printf("; none of the %zu mount namespaces on this host has it mounted\n", scanned);
+	else
+		printf("; its partition is missing, so no bind of it can exist\n");
+	printf("released volume %s: cleared %lld mount count(s) (", name, (long long)num(j, "total_before"));
+	{
+		const char *k;
+		json_t *v;
+		bool first = true;
+		json_object_foreach(json_object_get(j, "cleared"), k, v) {
+			printf("%sID %.12s: %lld", first ? "" : ", ", k, (long long)json_integer_value(v));
+			first = false;
+		}
+	}
+	printf(")%s\n", json_is_true(json_object_get(j, "unmounted")) ? "; its bind was unmounted" : "");
+	return CLI_EXIT_OK;
+}
+
+/* ---- partition adopt ---- */
+
+int cmd_partition_adopt(const CliArgs *a, char **args, int n)
+{
+	_cleanup_(admin_target_done) AdminTarget t = { 0 };
+	_cleanup_(json_decrefp) json_t *j = NULL, *req = json_pack("{s:s}", "Partition", args[0]);
+	int r;
+
+	if (!req)
+		return cli_fail(a, "out of memory");
+	if ((r = ask(a, &t, ADMIN_PATH_PARTITION_ADOPT, req, &j)) != 0)
+		return r;
+	if (a->given & CLI_OPT_JSON)
+		return print_json(j);
+	printf("partition %s adopted: mounted read-write, it receives new volumes\n", args[0]);
+	return CLI_EXIT_OK;
+}
+
+/* ---- state import ---- */
+
+static int send_batch(const CliArgs *a, const AdminTarget *t, json_t *entries, json_t *total)
+{
+	_cleanup_(json_decrefp) json_t *req = json_pack("{s:O}", "Entries", entries), *j = NULL;
+	const char *k;
+	json_t *v;
+	int r;
+
+	if (!req)
+		return cli_fail(a, "out of memory");
+	r = call(a, t, ADMIN_PATH_STATE_IMPORT, req, &j);
+	if (r != 0)
+		return r;
+	json_object_foreach(j, k, v)
+		if (json_is_array(v) && json_is_array(json_object_get(total, k)))
+			json_array_extend(json_object_get(total, k), v);
+	json_array_clear(entries);
+	return 0;
+}
+
+int cmd_state_import(const CliArgs *a, char **args, int n)
+{
+	_cleanup_(admin_target_done) AdminTarget t = { 0 };
+	_cleanup_(json_decrefp) json_t *entries = json_array(),
+				       *total = json_pack("{s:[],s:[],s:[],s:[]}", "imported", "known", "stale", "invalid");
+	_cleanup_close_ int dirfd = -EBADF, idxfd = -EBADF;
+	_cleanup_free_ char *dir = NULL, *renamed = NULL;
+	size_t batch = 0, files = 0, i;
+	struct dirent *de;
+	json_t *v;
+	DIR *d;
+	int r;
+
+	if (!entries || !total)
+		return cli_fail(a, "out of memory");
+	dir = realpath(n >= 1 ? args[0] : LEGACY_STATE_DIR, NULL);
+	if (!dir)
+		return cli_fail(a, "%s: %s", n >= 1 ? args[0] : LEGACY_STATE_DIR, errno_str(errno));
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dirfd >= 0)
+		idxfd = openat(dirfd, "index", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (idxfd < 0)
+		return cli_fail(a, "%s has no index/ directory: it is not an nvmevol state directory", dir);
+	if ((r = find(a, &t)) != 0)
+		return r;
+	if (t.state_source && streq(t.state_source, dir))
+		return cli_fail(a, "%s is the state directory plugin %s uses now (state.source): nothing to import", dir,
+				t.plugin ? t.plugin : "");
+
+	d = opendir_fd(idxfd);
+	if (!d)
+		return cli_fail(a, "cannot read %s/index: %s", dir, errno_str(errno));
+	while ((de = readdir(d))) {
+		_cleanup_free_ char *buf = NULL, *name = NULL;
+		size_t len = 0, nl = strlen(de->d_name);
+
+		if (de->d_name[0] == '.' || nl < 6 || !streq(de->d_name + nl - 5, ".json"))
+			continue;
+		name = strndup(de->d_name, nl - 5);
+		if (!name || !volume_name_is_valid(name))
+			continue;
+		r = read_file_at(idxfd, de->d_name, RECORD_SIZE_MAX, &buf, &len);
+		if (r < 0) {
+			json_array_append_new(json_object_get(total, "invalid"),
+					      json_pack("{s:s,s:s}", "name", name, "why", errno_str(r)));
+			continue;
+		}
+		files++;
+		if (batch + len + 256 > IMPORT_BATCH_BYTES && json_array_size(entries) > 0) {
+			if ((r = send_batch(a, &t, entries, total)) != 0) {
+				closedir(d);
+				return r;
+			}
+			batch = 0;
+		}
+		json_array_append_new(entries, json_pack("{s:s,s:s%}", "Name", name, "Record", buf, len));
+		batch += len + 256;
+	}
+	closedir(d);
+	if (json_array_size(entries) > 0 && (r = send_batch(a, &t, entries, total)) != 0)
+		return r;
+
+	/* Imported in full: rename, so that a later run cannot bring back what was removed since. */
+	if (!(a->given & CLI_OPT_KEEP) && json_array_size(json_object_get(total, "invalid")) == 0) {
+		char stamp[32];
+		time_t now = time(NULL);
+		struct tm tm;
+
+		strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", gmtime_r(&now, &tm));
+		if (asprintf(&renamed, "%s.imported-%s", dir, stamp) < 0)
+			return cli_fail(a, "out of memory");
+		if (rename(dir, renamed) < 0)
+			return cli_fail(a, "imported, but cannot rename %s to %s: %s", dir, renamed, errno_str(errno));
+	}
+	json_object_set_new(total, "dir", json_string(dir));
+	json_object_set_new(total, "files", json_integer((json_int_t)files));
+	if (renamed)
+		json_object_set_new(total, "renamed_to", json_string(renamed));
+	if (a->given & CLI_OPT_JSON)
+		return print_json(total) == 0 && json_array_size(json_object_get(total, "invalid")) == 0 ? CLI_EXIT_OK
+														: CLI_EXIT_FAILURE;
+	printf("%s: %zu index entries: %zu imported (their partition is missing; listed again), %zu already known, "
+	       "%zu stale (their partition is here without them), %zu unreadable\n",
+	       dir, files, json_array_size(json_object_get(total, "imported")),
+	       json_array_size(json_object_get(total, "known")), json_array_size(json_object_get(total, "stale")),
+	       json_array_size(json_object_get(total, "invalid")));
+	json_array_foreach(json_object_get(total, "imported"), i, v)
+		printf("  imported: %s\n", json_string_value(v));
+	json_array_foreach(json_object_get(total, "invalid"), i, v)
+		printf("  not imported: %s: %s\n", str(v, "name"), str(v, "why"));
+	if (renamed)
+		printf("%s renamed to %s (not used any more; remove it when you like)\n", dir, renamed);
+	return json_array_size(json_object_get(total, "invalid")) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILURE;
+}

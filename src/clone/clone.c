@@ -1,0 +1,1032 @@
+/* SPDX-License-Identifier: MIT */
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clone/clone.h"
+#include "clone/clone-file.h"
+#include "clone/clone-meta.h"
+#include "clone/clone-plan.h"
+#include "clone/freeze.h"
+#include "util/dircursor.h"
+#include "util/errmsg.h"
+#include "util/fs-util.h"
+#include "util/io-util.h"
+#include "util/alloc-util.h"
+#include "util/log.h"
+#include "util/macro.h"
+#include "util/u64map.h"
+
+/* Tests only; set while no clone runs (see clone.h), so it needs no lock. */
+static CloneBeforeFreezeHook before_freeze_hook;
+static void *before_freeze_userdata;
+
+void clone_set_before_freeze_hook(CloneBeforeFreezeHook hook, void *userdata)
+{
+	before_freeze_hook = hook;
+	before_freeze_userdata = userdata;
+}
+
+typedef enum WalkMode {
+	WALK_LIVE,    /* make the clone match the source now, while it may change */
+	WALK_CAPTURE, /* frozen: read both trees, record what the clone still needs */
+	WALK_MEASURE, /* the source only: allocated bytes and inodes */
+} WalkMode;
+
+/* One directory's names, sorted: offsets into one arena. */
+typedef struct Listing {
+	char *arena;
+	size_t *offs;
+	size_t n, len;
+} Listing;
+
+typedef struct Frame {
+	Listing ls;
+	size_t i;
+	char *name;      /* in the parent directory; NULL for the root */
+	size_t path_len; /* length of Walk.path before this directory was appended */
+	bool c_present;  /* the clone has this directory and its cursor is in it */
+	bool c_fresh;    /* made in this pass: empty, nothing to compare */
+	bool dirty;      /* capture: the clone's entries here change, so its times must be set again */
+} Frame;
+
+typedef struct LinkInfo {
+	uint64_t c_ino; /* the clone's inode for it, 0 if it is (re)created by the plan */
+	char *c_path;   /* its first name, from the clone's root */
+} LinkInfo;
+
+typedef struct Walk {
+	WalkMode mode;
+	const CloneParams *p;
+	CloneStats *st;
+	DirCursor s, c;
+	Frame *frames;
+	size_t depth, cap;
+	size_t entered; /* capture: frames [0, entered) have had their ENTER emitted */
+	char *path;     /* of the current directory, from the root: "a/b" */
+	size_t path_len, path_cap;
+	U64Map links;   /* source inode (hard-linked) -> index in linkv */
+	LinkInfo *linkv;
+	size_t n_links, cap_links;
+	U64Map claims;  /* clone inode -> the source inode it stands for */
+	ClonePlan *plan;
+	uint64_t deadline_us;
+	bool *reflink;  /* still sharing blocks (cleared when copying is allowed and sharing is not) */
+	bool tolerant;  /* a frozen pass follows: entries that change under this one are skipped */
+	uint64_t examined;
+	uint64_t measure_bytes, measure_inodes;
+	char **reterr_msg;
+} Walk;
+
+/* Entry names come from the source (any user): printable and bounded in messages. */
+static void printable(const char *in, char *out, size_t size)
+{
+	size_t i = 0;
+
+	for (; *in && i + 4 < size; in++)
+		out[i++] = (unsigned char)*in >= 0x20 && (unsigned char)*in < 0x7f ? *in : '?';
+	if (*in && size > 4) {
+		memcpy(out + i, "...", 3);
+		i += 3;
+	}
+	out[i] = '\0';
+}
+
+static int fail(Walk *w, int r, const char *what, const char *name)
+{
+	char path[256], leaf[128];
+
+	printable(w->path ? w->path : "", path, sizeof(path));
+	printable(name ? name : "", leaf, sizeof(leaf));
+	errno = -r;
+	return errmsg_set(w->reterr_msg, r, "%s '%s%s%s': %m", what, path, path[0] && leaf[0] ? "/" : "", leaf);
+}
+
+/* ---- listings and paths ---- */
+
+static int cmp_names(const void *a, const void *b, void *arena)
+{
+	return strcmp((const char *)arena + *(const size_t *)a, (const char *)arena + *(const size_t *)b);
+}
+
+static void listing_done(Listing *l)
+{
+	free(l->arena);
+	free(l->offs);
+	*l = (Listing){ 0 };
+}
+
+typedef struct ListingBuild {
+	Listing l;
+	size_t cap_a, cap_o;
+} ListingBuild;
+
+static int listing_add(const char *name, void *userdata)
+{
+	ListingBuild *b = userdata;
+	size_t nl = strlen(name) + 1;
+
+	if (b->l.n >= CLONE_DIR_ENTRIES_MAX)
+		return -EFBIG;
+	if (GROW_ARRAY(b->l.arena, b->cap_a, b->l.len + nl, 4096) < 0 || GROW_ARRAY(b->l.offs, b->cap_o, b->l.n + 1, 64) < 0)
+		return -ENOMEM;
+	memcpy(b->l.arena + b->l.len, name, nl);
+	b->l.offs[b->l.n++] = b->l.len;
+	b->l.len += nl;
+	return 0;
+}
+
+static int listing_read(int dirfd, Listing *ret)
+{
+	ListingBuild b = { 0 };
+	int r = dir_foreach_name(dirfd, listing_add, &b);
+
+	if (r < 0) {
+		listing_done(&b.l);
+		return r;
+	}
+	if (b.l.n > 1)
+		qsort_r(b.l.offs, b.l.n, sizeof(*b.l.offs), cmp_names, b.l.arena);
+	*ret = b.l;
+	return 0;
+}
+
+static const char *listing_name(const Listing *l, size_t i)
+{
+	return l->arena + l->offs[i];
+}
+
+static bool listing_has(const Listing *l, const char *name)
+{
+	size_t lo = 0, hi = l->n;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		int c = strcmp(listing_name(l, mid), name);
+		if (c == 0)
+			return true;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return false;
+}
+
+static int path_append(Walk *w, const char *name)
+{
+	size_t nl = strlen(name), need = w->path_len + 1 + nl + 1;
+
+	if (GROW_ARRAY(w->path, w->path_cap, need, 256) < 0)
+		return -ENOMEM;
+	if (w->path_len > 0)
+		w->path[w->path_len++] = '/';
+	memcpy(w->path + w->path_len, name, nl + 1);
+	w->path_len += nl;
+	return 0;
+}
+
+static void path_truncate(Walk *w, size_t len)
+{
+	w->path_len = len;
+	if (w->path)
+		w->path[len] = '\0';
+}
+
+/* "dir/name" of an entry of the current directory, malloc'd. */
+static char *entry_path(Walk *w, const char *name)
+{
+	char *s = NULL;
+
+	if (asprintf(&s, "%s%s%s", w->path_len ? w->path : "", w->path_len ? "/" : "", name) < 0)
+		return NULL;
+	return s;
+}
+
+/* ---- plan emission (capture) ---- */
+
+static int emit(Walk *w, ClonePlanOpType type, const char *name, const char *target, CloneMeta *meta)
+{
+	int r;
+
+	/* ENTERs are emitted lazily: a directory without changes costs nothing in the plan. */
+	for (; w->entered < w->depth; w->entered++) {
+		r = clone_plan_add(w->plan, CLONE_PLAN_ENTER, w->frames[w->entered].name, NULL, NULL);
+		if (r < 0)
+			return r;
+	}
+	return clone_plan_add(w->plan, type, name, target, meta);
+}
+
+static int emit_range(Walk *w, ClonePlanOpType type, const char *name, uint64_t off, uint64_t len, size_t data_off)
+{
+	ClonePlanOp *op;
+	int r = emit(w, type, name, NULL, NULL);
+
+	if (r < 0)
+		return r;
+	op = clone_plan_last(w->plan);
+	op->offset = off;
+	op->length = len;
+	op->data_off = data_off;
+	return 0;
+}
+
+/* ---- the source's files: only regular files are ever opened ---- */
+
+/*
+ * Opens a regular file of the source for reading: O_PATH first (opens
+ * nothing), check the type on that descriptor, then reopen it through
+ * /proc/self/fd, so a name swapped for a device node in between is never
+ * opened. -EBADFD if it is not a regular file.
+ */
+static int open_source_file(int dirfd, const char *name, struct stat *ret_st)
+{
+	_cleanup_close_ int pfd = -EBADF;
+	char proc[64];
+	int fd;
+
+	pfd = openat(dirfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (pfd < 0)
+		return negative_errno();
+	if (fstat(pfd, ret_st) < 0)
+		return negative_errno();
+	if (!S_ISREG(ret_st->st_mode))
+		return -EBADFD;
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
+	fd = open(proc, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return negative_errno();
+	return fd;
+}
+
+/*
+ * The same while frozen: nothing can rename, replace or unlink anything (it
+ * would wait for the thaw), so the type just read by stat still holds and the
+ * file is opened directly, without the detour through /proc.
+ */
+static int open_frozen_file(int dirfd, const char *name, struct stat *ret_st)
+{
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+
+	if (fd < 0)
+		return negative_errno();
+	if (fstat(fd, ret_st) < 0) {
+		int r = negative_errno();
+		(void)close(fd);
+		return r;
+	}
+	if (!S_ISREG(ret_st->st_mode)) {
+		(void)close(fd);
+		return -EBADFD;
+	}
+	return fd;
+}
+
+static bool vanished(int r)
+{
+	return r == -ENOENT || r == -EBADFD || r == -ENOTDIR || r == -ELOOP || r == -ESTALE;
+}
+
+/* ---- hard links ---- */
+
+static int link_remember(Walk *w, uint64_t s_ino, uint64_t c_ino, const char *name)
+{
+	LinkInfo li = { .c_ino = c_ino };
+	int r;
+
+	if (GROW_ARRAY(w->linkv, w->cap_links, w->n_links + 1, 64) < 0)
+		return -ENOMEM;
+	if (w->mode != WALK_MEASURE && !(li.c_path = entry_path(w, name)))
+		return -ENOMEM;
+	r = u64map_put(&w->links, s_ino, w->n_links);
+	if (r == 0 && c_ino)
+		r = u64map_put(&w->claims, c_ino, s_ino);
+	if (r < 0) {
+		free(li.c_path);
+		return r;
+	}
+	w->linkv[w->n_links++] = li;
+	return 0;
+}
+
+/* ---- changes to the clone: done now (live) or recorded (capture) ---- */
+
+static int remove_c(Walk *w, Frame *f, const char *name)
+{
+	int r;
+
+	f->dirty = true;
+	if (w->mode == WALK_CAPTURE)
+		return emit(w, CLONE_PLAN_REMOVE, name, NULL, NULL);
+	r = rm_rf_at(dircursor_fd(&w->c), name);
+	return r < 0 ? fail(w, r, "cannot remove from the clone", name) : 0;
+}
+
+/*
+ * Source metadata of an entry (@name NULL: the current directory, by its
+ * descriptors); the clone's is compared unless @force (the clone's entry is
+ * new or its content changed). Applied now or recorded.
+ */
+static int sync_meta(Walk *w, const char *name, int s_fd, const struct stat *ss, int c_fd, bool force)
+{
+	CloneMeta sm = { 0 }, cm = { 0 };
+	int sdir = dircursor_fd(&w->s), cdir = dircursor_fd(&w->c);
+	int r;
+
+	r = clone_meta_read(sdir, name, s_fd, ss, &sm);
+	if (r < 0)
+		return fail(w, r, "cannot read the attributes of", name);
+	if (!force) {
+		struct stat cs;
+
+		if ((c_fd >= 0 ? fstat(c_fd, &cs) : fstatat(cdir, name, &cs, AT_SYMLINK_NOFOLLOW)) < 0)
+			r = negative_errno();
+		if (r == 0)
+			r = clone_meta_read(cdir, name, c_fd, &cs, &cm);
+		if (r < 0) {
+			clone_meta_done(&sm);
+			return fail(w, r, "cannot read the clone's attributes of", name);
+		}
+		force = !clone_meta_equal(&sm, &cm);
+		clone_meta_done(&cm);
+	}
+	if (force) {
+		if (w->mode == WALK_CAPTURE)
+			r = emit(w, CLONE_PLAN_META, name, NULL, &sm);
+		else {
+			r = clone_meta_apply(cdir, name, c_fd, &sm);
+			if (r < 0)
+				r = fail(w, r, "cannot set the attributes of the clone's", name);
+		}
+	}
+	clone_meta_done(&sm);
+	return r;
+}
+
+typedef struct CaptureCtx {
+	Walk *w;
+	int src;
+	const char *name;
+	bool changed;
+} CaptureCtx;
+
+static int capture_range(void *userdata, uint64_t off, uint64_t len, bool hole)
+{
+	CaptureCtx *x = userdata;
+	size_t data_off = 0;
+	int r;
+
+	x->changed = true;
+	if (hole)
+		return emit_range(x->w, CLONE_PLAN_PUNCH, x->name, off, len, 0);
+	if (len > SIZE_MAX)
+		return -E2BIG;
+	r = clone_plan_reserve(x->w->plan, (size_t)len, &data_off);
+	if (r < 0)
+		return r;
+	r = pread_all(x->src, x->w->plan->data + data_off, (size_t)len, off);
+	if (r < 0)
+		return r;
+	x->w->st->delta_bytes += len;
+	return emit_range(x->w, CLONE_PLAN_WRITE, x->name, off, len, data_off);
+}
+
+static int any_difference(void *userdata, uint64_t off, uint64_t len, bool hole)
+{
+	*(bool *)userdata = true;
+	return -ECANCELED; /* one is enough */
+}
+
+static int share_or_copy(Walk *w, int src, int dst, const char *name)
+{
+	int r;
+
+	if (*w->reflink) {
+		r = clone_file_reflink(src, dst);
+		if (r == 0) {
+			w->st->reflinked++;
+			return 0;
+		}
+		if (r != -EOPNOTSUPP)
+			return fail(w, r, "cannot clone", name);
+		/* A copy shares nothing: a frozen comparison would have to read every byte again. */
+		if (!w->p->allow_copy || w->p->freeze_fd >= 0)
+			return fail(w, r, "cannot share the blocks of", name);
+		*w->reflink = false;
+	}
+	r = clone_file_copy(src, dst);
+	if (r < 0)
+		return fail(w, r, "cannot copy", name);
+	w->st->copied++;
+	return 0;
+}
+
+/* A regular file. *ret_c_ino: the clone's inode, 0 if the plan makes a new one. */
+static int do_file(Walk *w, Frame *f, const char *name, bool c_exists, const struct stat *cs, uint64_t *ret_c_ino)
+{
+	_cleanup_close_ int src = -EBADF, dst = -EBADF;
+	int cdir = dircursor_fd(&w->c);
+	struct stat ss, dst_st;
+	bool changed = false;
+	int r;
+
+	src = w->mode == WALK_CAPTURE ? open_frozen_file(dircursor_fd(&w->s), name, &ss)
+				      : open_source_file(dircursor_fd(&w->s), name, &ss);
+	if (src < 0) {
+		if (w->tolerant && vanished(src))
+			return 0;
+		return fail(w, src, "cannot open", name);
+	}
+	w->st->files++;
+	w->st->bytes += (uint64_t)ss.st_size;
+	*ret_c_ino = 0;
+
+	if (w->mode == WALK_CAPTURE) {
+		CaptureCtx x = { .w = w, .src = src, .name = name };
+
+		if (c_exists) {
+			dst = openat(cdir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+			if (dst < 0)
+				return fail(w, negative_errno(), "cannot open the clone's", name);
+			r = clone_file_diff(src, (uint64_t)ss.st_size, dst, capture_range, &x);
+			if (r == 0 && ss.st_size != cs->st_size) {
+				x.changed = true;
+				r = emit_range(w, CLONE_PLAN_SIZE, name, 0, (uint64_t)ss.st_size, 0);
+			}
+			*ret_c_ino = cs->st_ino;
+		} else {
+			r = emit(w, CLONE_PLAN_CREATE, name, NULL, NULL);
+			/* Every written extent; holes and unwritten preallocation stay holes. */
+			if (r == 0)
+				r = clone_file_diff(src, (uint64_t)ss.st_size, -EBADF, capture_range, &x);
+			if (r == 0)
+				r = emit_range(w, CLONE_PLAN_SIZE, name, 0, (uint64_t)ss.st_size, 0);
+			x.changed = true;
+			f->dirty = true;
+		}
+		if (r == -E2BIG)
+			return r; /* more than the plan may hold: the caller retries */
+		if (r < 0)
+			return fail(w, r, "cannot compare", name);
+		return sync_meta(w, name, src, &ss, dst, x.changed);
+	}
+
+	if (c_exists) {
+		dst = openat(cdir, name, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+		if (dst < 0)
+			return fail(w, negative_errno(), "cannot open the clone's", name);
+		changed = ss.st_size != cs->st_size;
+		if (!changed) {
+			r = clone_file_diff(src, (uint64_t)ss.st_size, dst, any_difference, &changed);
+			if (r < 0 && r != -ECANCELED)
+				return fail(w, r, "cannot compare", name);
+		}
+	} else {
+		dst = openat(cdir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (dst < 0)
+			return fail(w, negative_errno(), "cannot create the clone's", name);
+		changed = true;
+	}
+	if (changed) {
+		r = share_or_copy(w, src, dst, name);
+		if (r < 0)
+			return r;
+	}
+	if (fstat(dst, &dst_st) < 0)
+		return fail(w, negative_errno(), "cannot stat the clone's", name);
+	*ret_c_ino = dst_st.st_ino;
+	/* Times are set after the content: writing moved them. */
+	return sync_meta(w, name, src, &ss, dst, changed);
+}
+
+static int do_symlink(Walk *w, Frame *f, const char *name, const struct stat *ss, bool c_exists)
+{
+	char target[PATH_MAX + 1], have[PATH_MAX + 1];
+	ssize_t n, m;
+	int r;
+
+	n = readlinkat(dircursor_fd(&w->s), name, target, sizeof(target) - 1);
+	if (n < 0) {
+		if (w->tolerant && vanished(negative_errno()))
+			return 0;
+		return fail(w, negative_errno(), "cannot read the symlink", name);
+	}
+	target[n] = '\0';
+	w->st->symlinks++;
+	if (c_exists) {
+		m = readlinkat(dircursor_fd(&w->c), name, have, sizeof(have) - 1);
+		if (m == n && memcmp(have, target, (size_t)n) == 0)
+			return sync_meta(w, name, -EBADF, ss, -EBADF, false);
+		r = remove_c(w, f, name);
+		if (r < 0)
+			return r;
+	}
+	f->dirty = true;
+	if (w->mode == WALK_CAPTURE)
+		r = emit(w, CLONE_PLAN_SYMLINK, name, target, NULL);
+	else if (symlinkat(target, dircursor_fd(&w->c), name) < 0)
+		r = fail(w, negative_errno(), "cannot create the clone's symlink", name);
+	else
+		r = 0;
+	if (r < 0)
+		return r;
+	return sync_meta(w, name, -EBADF, ss, -EBADF, true);
+}
+
+/* FIFOs, sockets, character and block devices: recreated, never opened. */
+static int do_special(Walk *w, Frame *f, const char *name, const struct stat *ss, bool c_exists)
+{
+	ClonePlanOp *op;
+	int r;
+
+	w->st->specials++;
+	if (c_exists)
+		return sync_meta(w, name, -EBADF, ss, -EBADF, false);
+	f->dirty = true;
+	if (w->mode == WALK_CAPTURE) {
+		r = emit(w, CLONE_PLAN_MKNOD, name, NULL, NULL);
+		if (r < 0)
+			return r;
+		op = clone_plan_last(w->plan);
+		op->mode = ss->st_mode;
+		op->rdev = ss->st_rdev;
+	} else if (mknodat(dircursor_fd(&w->c), name, (ss->st_mode & S_IFMT) | 0600, ss->st_rdev) < 0)
+		return fail(w, negative_errno(), "cannot create the clone's special file", name);
+	return sync_meta(w, name, -EBADF, ss, -EBADF, true);
+}
+
+/* Whether the clone's entry can stay and be compared, or must be replaced. */
+static bool same_kind(Walk *w, const struct stat *ss, const struct stat *cs)
+{
+	uint64_t owner;
+
+	if ((ss->st_mode & S_IFMT) != (cs->st_mode & S_IFMT))
+		return false;
+	if (S_ISDIR(ss->st_mode))
+		return true;
+	if ((S_ISCHR(ss->st_mode) || S_ISBLK(ss->st_mode)) && ss->st_rdev != cs->st_rdev)
+		return false;
+	/* Link structure: a single name must be a single name; a shared inode must stand for this one. */
+	if (ss->st_nlink == 1)
+		return cs->st_nlink == 1;
+	return !u64map_get(&w->claims, cs->st_ino, &owner) || owner == ss->st_ino;
+}
+
+/* A second or later name of a hard-linked inode: link it to the first. 1 = handled. */
+static int do_extra_link(Walk *w, Frame *f, const char *name, const struct stat *ss, bool c_exists,
+			 const struct stat *cs)
+{
+	_cleanup_close_ int pfd = -EBADF;
+	const char *leaf;
+	uint64_t idx;
+	LinkInfo *li;
+	int r;
+
+	if (!u64map_get(&w->links, ss->st_ino, &idx))
+		return 0;
+	li = &w->linkv[idx];
+	w->st->hardlinks++;
+	if (w->mode == WALK_MEASURE)
+		return 1;
+	if (c_exists && li->c_ino && cs->st_ino == li->c_ino)
+		return 1;
+	if (c_exists) {
+		r = remove_c(w, f, name);
+		if (r < 0)
+			return r;
+	}
+	f->dirty = true;
+	if (w->mode == WALK_CAPTURE) {
+		r = emit(w, CLONE_PLAN_LINK, name, li->c_path, NULL);
+		return r < 0 ? r : 1;
+	}
+	r = clone_plan_open_parent(w->p->dst_fd, li->c_path, &pfd, &leaf);
+	if (r == 0 && linkat(pfd, leaf, dircursor_fd(&w->c), name, 0) < 0)
+		r = negative_errno();
+	return r < 0 ? fail(w, r, "cannot link the clone's", name) : 1;
+}
+
+static int frame_push(Walk *w, const char *name, bool c_present, bool c_fresh)
+{
+	Frame fr = { .c_present = c_present, .c_fresh = c_fresh, .path_len = w->path_len };
+	int r;
+
+	if (GROW_ARRAY(w->frames, w->cap, w->depth + 1, 64) < 0)
+		return -ENOMEM;
+	if (name) {
+		fr.name = strdup(name);
+		if (!fr.name)
+			return -ENOMEM;
+	}
+	r = listing_read(dircursor_fd(&w->s), &fr.ls);
+	if (r == 0 && name)
+		r = path_append(w, name);
+	if (r < 0) {
+		free(fr.name);
+		listing_done(&fr.ls);
+		return r;
+	}
+	w->frames[w->depth++] = fr;
+	return 0;
+}
+
+static int do_dir(Walk *w, Frame *f, const char *name, bool c_exists)
+{
+	bool c_present = true, c_fresh = f->c_fresh;
+	int r;
+
+	w->st->dirs++;
+	if (w->mode == WALK_MEASURE)
+		w->measure_inodes++;
+	else if (!c_exists) {
+		f->dirty = true;
+		if (w->mode == WALK_CAPTURE) {
+			r = emit(w, CLONE_PLAN_MKDIR, name, NULL, NULL);
+			if (r < 0)
+				return r;
+			c_present = false;
+		} else {
+			if (mkdirat(dircursor_fd(&w->c), name, 0700) < 0)
+				return fail(w, negative_errno(), "cannot create the clone's directory", name);
+			c_fresh = true;
+		}
+	}
+	r = dircursor_push(&w->s, name);
+	if (r < 0) {
+		if (w->tolerant && vanished(r))
+			return 0;
+		return fail(w, r, r == -EXDEV ? "a mount point inside the source at" : "cannot enter", name);
+	}
+	if (w->mode != WALK_MEASURE && c_present) {
+		r = dircursor_push(&w->c, name);
+		if (r < 0) {
+			(void)dircursor_pop(&w->s);
+			return fail(w, r, "cannot enter the clone's", name);
+		}
+	}
+	r = frame_push(w, name, w->mode != WALK_MEASURE && c_present, c_fresh);
+	if (r < 0) {
+		if (w->mode != WALK_MEASURE && c_present)
+			(void)dircursor_pop(&w->c);
+		(void)dircursor_pop(&w->s);
+		return fail(w, r, "cannot list", name);
+	}
+	return 0;
+}
+
+static int handle_entry(Walk *w, Frame *f, const char *name)
+{
+	struct stat ss, cs = { 0 };
+	bool c_exists = false;
+	uint64_t c_ino = 0;
+	int r;
+
+	if (w->mode == WALK_CAPTURE && freeze_now_us() > w->deadline_us)
+		return -ETIME;
+	w->examined++;
+	r = dircursor_stat(&w->s, name, &ss);
+	if (r == -EXDEV)
+		return fail(w, r, "a mount point inside the source at", name);
+	if (r < 0) {
+		if (!(w->tolerant && r == -ENOENT))
+			return fail(w, r, "cannot stat", name);
+		/* Gone from the source since it was listed: gone from the clone too. */
+		if (f->c_present && !f->c_fresh && fstatat(dircursor_fd(&w->c), name, &cs, AT_SYMLINK_NOFOLLOW) == 0)
+			return remove_c(w, f, name);
+		return 0;
+	}
+
+	if (w->mode == WALK_MEASURE) {
+		if (S_ISDIR(ss.st_mode))
+			return do_dir(w, f, name, false);
+		if (ss.st_nlink > 1) {
+			if (u64map_get(&w->links, ss.st_ino, NULL))
+				return 0;
+			r = link_remember(w, ss.st_ino, 0, name);
+			if (r < 0)
+				return r;
+		}
+		w->measure_bytes += (uint64_t)ss.st_blocks * 512u;
+		w->measure_inodes++;
+		return 0;
+	}
+
+	if (f->c_present && !f->c_fresh) {
+		if (fstatat(dircursor_fd(&w->c), name, &cs, AT_SYMLINK_NOFOLLOW) == 0)
+			c_exists = true;
+		else if (errno != ENOENT)
+			return fail(w, negative_errno(), "cannot stat the clone's", name);
+	}
+	if (!S_ISDIR(ss.st_mode) && ss.st_nlink > 1) {
+		r = do_extra_link(w, f, name, &ss, c_exists, &cs);
+		if (r != 0)
+			return r < 0 ? r : 0;
+	}
+	if (c_exists && !same_kind(w, &ss, &cs)) {
+		r = remove_c(w, f, name);
+		if (r < 0)
+			return r;
+		c_exists = false;
+	}
+
+	switch (ss.st_mode & S_IFMT) {
+	case S_IFDIR:
+		return do_dir(w, f, name, c_exists);
+	case S_IFREG:
+		r = do_file(w, f, name, c_exists, &cs, &c_ino);
+		break;
+	case S_IFLNK:
+		r = do_symlink(w, f, name, &ss, c_exists);
+		break;
+	case S_IFIFO:
+	case S_IFSOCK:
+	case S_IFCHR:
+	case S_IFBLK:
+		r = do_special(w, f, name, &ss, c_exists);
+		break;
+	default:
+		return fail(w, -EBADFD, "unknown file type at", name);
+	}
+	if (r < 0 || ss.st_nlink <= 1)
+		return r;
+	/* The first name of a hard-linked inode: later names link to it. */
+	if (!S_ISREG(ss.st_mode)) {
+		struct stat now;
+		if (w->mode == WALK_LIVE && fstatat(dircursor_fd(&w->c), name, &now, AT_SYMLINK_NOFOLLOW) == 0)
+			c_ino = now.st_ino;
+		else if (w->mode == WALK_CAPTURE && c_exists)
+			c_ino = cs.st_ino;
+	}
+	return link_remember(w, ss.st_ino, c_ino, name);
+}
+
+/* Removes what the clone has and the source does not (the source's listing is complete). */
+static int remove_extras(Walk *w, Frame *f)
+{
+	Listing cl = { 0 };
+	int r;
+
+	r = listing_read(dircursor_fd(&w->c), &cl);
+	if (r < 0)
+		return fail(w, r, "cannot list the clone's", NULL);
+	for (size_t i = 0; i < cl.n && r == 0; i++)
+		if (!listing_has(&f->ls, listing_name(&cl, i)))
+			r = remove_c(w, f, listing_name(&cl, i));
+	listing_done(&cl);
+	return r;
+}
+
+/* Done with a directory: drop what the source lacks, set its metadata, go up. */
+static int frame_pop(Walk *w)
+{
+	Frame *f = &w->frames[w->depth - 1];
+	int r = 0;
+
+	if (w->mode != WALK_MEASURE) {
+		int sfd = dircursor_fd(&w->s);
+		struct stat sst;
+
+		if (f->c_present && !f->c_fresh)
+			r = remove_extras(w, f);
+		if (r == 0 && fstat(sfd, &sst) < 0)
+			r = fail(w, negative_errno(), "cannot stat", NULL);
+		if (r == 0)
+			r = sync_meta(w, NULL, sfd, &sst, f->c_present ? dircursor_fd(&w->c) : -EBADF,
+				      !f->c_present || f->dirty);
+	}
+	if (r < 0)
+		return r;
+
+	if (w->depth > 1) {
+		if (w->mode == WALK_CAPTURE && w->entered == w->depth) {
+			r = clone_plan_add(w->plan, CLONE_PLAN_LEAVE, NULL, NULL, NULL);
+			w->entered--;
+		}
+		if (r == 0 && f->c_present)
+			r = dircursor_pop(&w->c);
+		if (r == 0)
+			r = dircursor_pop(&w->s);
+		if (r < 0)
+			return fail(w, r, "cannot go back up from", NULL);
+	}
+	path_truncate(w, f->path_len);
+	free(f->name);
+	listing_done(&f->ls);
+	w->depth--;
+	return 0;
+}
+
+static void walk_done(Walk *w)
+{
+	while (w->depth > 0) {
+		Frame *f = &w->frames[--w->depth];
+		free(f->name);
+		listing_done(&f->ls);
+	}
+	free(w->frames);
+	for (size_t i = 0; i < w->n_links; i++)
+		free(w->linkv[i].c_path);
+	free(w->linkv);
+	u64map_done(&w->links);
+	u64map_done(&w->claims);
+	free(w->path);
+	if (w->s.levels)
+		dircursor_done(&w->s);
+	if (w->c.levels)
+		dircursor_done(&w->c);
+}
+
+/* One pass over the whole tree. @fresh: the clone's root is empty. */
+static int walk_run(Walk *w, bool fresh)
+{
+	struct stat a, b;
+	int r;
+
+	r = dircursor_init(&w->s, w->p->src_fd);
+	if (r < 0)
+		return fail(w, r, "cannot open the source", NULL);
+	if (fstat(w->p->src_fd, &a) < 0)
+		return fail(w, negative_errno(), "cannot stat the source", NULL);
+	if (w->mode != WALK_MEASURE) {
+		if (fstat(w->p->dst_fd, &b) < 0)
+			return fail(w, negative_errno(), "cannot stat the clone", NULL);
+		if (b.st_dev != a.st_dev)
+			return errmsg_set(w->reterr_msg, -EXDEV, "the clone must be on the source's filesystem");
+		r = dircursor_init(&w->c, w->p->dst_fd);
+		if (r < 0)
+			return fail(w, r, "cannot open the clone", NULL);
+	}
+	r = frame_push(w, NULL, w->mode != WALK_MEASURE, fresh);
+	if (r < 0)
+		return fail(w, r, "cannot list the source", NULL);
+	w->entered = 1;
+
+	while (w->depth > 0) {
+		Frame *f = &w->frames[w->depth - 1];
+
+		if (f->i < f->ls.n) {
+			const char *name = listing_name(&f->ls, f->i++);
+			r = handle_entry(w, f, name);
+		} else
+			r = frame_pop(w);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static void stats_reset_tree(CloneStats *st)
+{
+	st->files = st->dirs = st->symlinks = st->specials = st->hardlinks = st->bytes = 0;
+}
+
+static int live_pass(const CloneParams *p, CloneStats *st, bool *reflink, bool fresh, char **reterr_msg)
+{
+	Walk w = { .mode = WALK_LIVE, .p = p, .st = st, .reflink = reflink, .reterr_msg = reterr_msg,
+		   .tolerant = p->freeze_fd >= 0 };
+	int r;
+
+	stats_reset_tree(st);
+	r = walk_run(&w, fresh);
+	walk_done(&w);
+	return r;
+}
+
+static int capture_pass(const CloneParams *p, CloneStats *st, ClonePlan *plan, uint64_t deadline_us,
+			uint64_t *ret_examined, char **reterr_msg)
+{
+	bool reflink = true;
+	Walk w = { .mode = WALK_CAPTURE, .p = p, .st = st, .reflink = &reflink, .plan = plan,
+		   .deadline_us = deadline_us, .reterr_msg = reterr_msg };
+	int r;
+
+	stats_reset_tree(st);
+	st->delta_bytes = 0;
+	r = walk_run(&w, false);
+	*ret_examined = w.examined;
+	walk_done(&w);
+	return r;
+}
+
+/* Freeze, capture, thaw, apply. 1 = the changes exceeded the plan's room: sync again and retry. */
+static int frozen_pass(const CloneParams *p, CloneStats *st, uint64_t entries, char **reterr_msg)
+{
+	_cleanup_free_ char *cerr = NULL;
+	ClonePlan plan;
+	Freeze fz;
+	uint64_t examined = 0, frozen_us = 0;
+	int r, rt;
+
+	clone_plan_init(&plan, p->delta_max ? p->delta_max : CLONE_DELTA_MAX_DEFAULT);
+	r = freeze_begin(&fz, p->freeze_fd, p->freeze_budget_ms);
+	if (r < 0) {
+		errno = -r;
+		return errmsg_set(reterr_msg, r, "cannot freeze the filesystem%s: %m",
+				  r == -EBUSY ? " (it is already frozen)" : "");
+	}
+	st->freezes++;
+	st->at = (int64_t)time(NULL);
+	/* Nothing may be written from here to freeze_end(): it would wait for the thaw. */
+	r = capture_pass(p, st, &plan, fz.started_us + (uint64_t)p->freeze_budget_ms * 1000u, &examined, &cerr);
+	rt = freeze_end(&fz, &frozen_us);
+	st->frozen_us = frozen_us;
+	st->freeze_call_us = fz.freeze_call_us;
+
+	if (rt < 0) {
+		clone_plan_done(&plan);
+		errno = -rt;
+		return errmsg_set(reterr_msg, rt == -ESTALE ? -ETIME : rt,
+				  "the filesystem was thawed by someone else %.0f ms into the freeze (the guardian past "
+				  "%u ms, or an admin): the clone would not show one instant",
+				  frozen_us / 1000.0, p->freeze_budget_ms + FREEZE_GUARD_GRACE_MS);
+	}
+	if (r == -ETIME) {
+		clone_plan_done(&plan);
+		return errmsg_set(reterr_msg, r,
+				  "the freeze budget of %u ms was exceeded: %.0f ms frozen (of which %.0f ms to "
+				  "flush and freeze), %llu of %llu entries compared",
+				  p->freeze_budget_ms, frozen_us / 1000.0, fz.freeze_call_us / 1000.0,
+				  (unsigned long long)examined, (unsigned long long)entries);
+	}
+	if (r == -E2BIG) {
+		log_info("clone: the source changed by more than %zu bytes during the last pass; syncing again",
+			 plan.data_max);
+		clone_plan_done(&plan);
+		return 1;
+	}
+	if (r < 0) {
+		clone_plan_done(&plan);
+		return errmsg_set(reterr_msg, r, "%s", cerr ? cerr : "the frozen comparison failed");
+	}
+	r = clone_plan_apply(&plan, p->dst_fd, reterr_msg);
+	clone_plan_done(&plan);
+	return r;
+}
+
+int clone_tree(const CloneParams *p, CloneStats *ret_stats, char **reterr_msg)
+{
+	CloneStats st = { 0 };
+	uint64_t t0 = freeze_now_us();
+	unsigned attempts = p->attempts ? p->attempts : CLONE_ATTEMPTS_DEFAULT;
+	bool reflink = true;
+	int r;
+
+	r = live_pass(p, &st, &reflink, true, reterr_msg);
+	for (unsigned i = 0; r == 0 && p->freeze_fd >= 0; i++) {
+		uint64_t entries = st.files + st.dirs + st.symlinks + st.specials + st.hardlinks;
+
+		if (i == attempts) {
+			r = errmsg_set(reterr_msg, -EAGAIN,
+				       "the source kept changing: %u times, more than %llu MiB were written to it "
+				       "between the last pass and the freeze",
+				       attempts, (unsigned long long)((p->delta_max ? p->delta_max : CLONE_DELTA_MAX_DEFAULT) >> 20));
+			break;
+		}
+		if (i > 0)
+			r = live_pass(p, &st, &reflink, false, reterr_msg);
+		if (r == 0 && before_freeze_hook)
+			before_freeze_hook(before_freeze_userdata, i);
+		if (r == 0)
+			r = frozen_pass(p, &st, entries, reterr_msg);
+		if (r == 0)
+			break;
+		if (r == 1)
+			r = 0;
+	}
+	if (r == 0 && p->freeze_fd < 0)
+		st.at = (int64_t)time(NULL);
+	/* The caller commits the clone next: its content must be on disk first. */
+	if (r == 0 && syncfs(p->dst_fd) < 0) {
+		r = negative_errno();
+		errno = -r;
+		errmsg_set(reterr_msg, r, "cannot flush the clone: %m");
+	}
+	st.elapsed_us = freeze_now_us() - t0;
+	if (ret_stats)
+		*ret_stats = st;
+	return r;
+}
+
+int clone_measure(int dirfd, uint64_t *ret_bytes, uint64_t *ret_inodes, char **reterr_msg)
+{
+	CloneParams p = { .src_fd = dirfd, .dst_fd = -EBADF, .freeze_fd = -EBADF };
+	CloneStats st = { 0 };
+	bool reflink = false;
+	Walk w = { .mode = WALK_MEASURE, .p = &p, .st = &st, .reflink = &reflink, .reterr_msg = reterr_msg,
+		   .tolerant = true };
+	int r;
+
+	r = walk_run(&w, false);
+	walk_done(&w);
+	if (r < 0)
+		return r;
+	*ret_bytes = w.measure_bytes;
+	*ret_inodes = w.measure_inodes + 1; /* the directory itself */
+	return 0;
+}

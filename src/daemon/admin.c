@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/admin.h"
+#include "volume/volume.h"
+#include "util/errmsg.h"
+#include "util/log.h"
+#include "util/macro.h"
+#include "util/strutil.h"
+
+static const char *const endpoint_paths[_ADMIN_ENDPOINT_MAX] = {
+	[ADMIN_STATUS] = ADMIN_PATH_STATUS,
+	[ADMIN_VOLUME_SHOW] = ADMIN_PATH_VOLUME_SHOW,
+	[ADMIN_VOLUME_RESIZE] = ADMIN_PATH_VOLUME_RESIZE,
+	[ADMIN_VOLUME_SET] = ADMIN_PATH_VOLUME_SET,
+	[ADMIN_VOLUME_FORGET] = ADMIN_PATH_VOLUME_FORGET,
+	[ADMIN_VOLUME_RELEASE] = ADMIN_PATH_VOLUME_RELEASE,
+	[ADMIN_PARTITION_ADOPT] = ADMIN_PATH_PARTITION_ADOPT,
+	[ADMIN_STATE_IMPORT] = ADMIN_PATH_STATE_IMPORT,
+};
+
+const char *admin_endpoint_to_path(AdminEndpoint e)
+{
+	return e >= 0 && e < _ADMIN_ENDPOINT_MAX ? endpoint_paths[e] : NULL;
+}
+
+AdminEndpoint admin_endpoint_from_path(const char *path)
+{
+	for (int i = 0; i < _ADMIN_ENDPOINT_MAX; i++)
+		if (path && streq(path, endpoint_paths[i]))
+			return (AdminEndpoint)i;
+	return _ADMIN_ENDPOINT_INVALID;
+}
+
+void admin_request_done(AdminRequest *req)
+{
+	free(req->name);
+	free(req->partition);
+	json_decref(req->changes);
+	json_decref(req->expect);
+	json_decref(req->entries);
+	*req = (AdminRequest){ 0 };
+}
+
+static int refuse(unsigned status, unsigned *ret_status, char **reterr_msg, int r, const char *fmt, ...) _printf_(5, 6);
+static int refuse(unsigned status, unsigned *ret_status, char **reterr_msg, int r, const char *fmt, ...)
+{
+	va_list ap;
+
+	*ret_status = status;
+	va_start(ap, fmt);
+	r = errmsg_setv(reterr_msg, r, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+static bool has_name(AdminEndpoint e)
+{
+	return e == ADMIN_VOLUME_SHOW || e == ADMIN_VOLUME_RESIZE || e == ADMIN_VOLUME_SET || e == ADMIN_VOLUME_FORGET ||
+	       e == ADMIN_VOLUME_RELEASE;
+}
+
+/* A label or UUID as the CLI passes it: printable, no separators, as a partition= option. */
+static bool partition_ref_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > PARTITION_REF_MAX || !string_is_printable_ascii(s))
+		return false;
+	return !strpbrk(s, " /,=");
+}
+
+static int parse_changes(json_t *c, unsigned *ret_status, char **reterr_msg)
+{
+	const char *key;
+	json_t *v;
+
+	if (!json_is_object(c) || json_object_size(c) == 0)
+		return refuse(400, ret_status, reterr_msg, -EINVAL, "'Changes' must be a non-empty object of strings");
+	json_object_foreach(c, key, v)
+		if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+			return refuse(400, ret_status, reterr_msg, -EINVAL, "change '%.64s' must be a string", key);
+	return 0;
+}
+
+static int parse_expect(json_t *e, unsigned *ret_status, char **reterr_msg)
+{
+	const char *key;
+	json_t *v;
+
+	if (!json_is_object(e) || json_object_size(e) > MOUNT_IDS_MAX)
+		return refuse(400, ret_status, reterr_msg, -EINVAL, "'Expect' must be an object of at most %d mount IDs",
+			      MOUNT_IDS_MAX);
+	json_object_foreach(e, key, v)
+		if (!mount_id_is_valid(key) || !json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > 1000000)
+			return refuse(400, ret_status, reterr_msg, -EINVAL, "'Expect' holds an invalid mount ID or count");
+	return 0;
+}
+
+static int parse_entries(json_t *a, unsigned *ret_status, char **reterr_msg)
+{
+	size_t i;
+	json_t *e;
+
+	if (!json_is_array(a) || json_array_size(a) > ADMIN_IMPORT_MAX_ENTRIES)
+		return refuse(400, ret_status, reterr_msg, -EINVAL, "'Entries' must be an array of at most %d entries",
+			      ADMIN_IMPORT_MAX_ENTRIES);
+	json_array_foreach(a, i, e) {
+		json_t *n = json_object_get(e, "Name"), *rec = json_object_get(e, "Record");
+
+		if (!json_is_object(e) || json_object_size(e) != 2 || !json_is_string(n) || !json_is_string(rec) ||
+		    strlen(json_string_value(rec)) != json_string_length(rec))
+			return refuse(400, ret_status, reterr_msg, -EINVAL,
+				      "entry %zu must be {\"Name\": string, \"Record\": string}", i);
+		if (!volume_name_is_valid(json_string_value(n)))
+			return refuse(400, ret_status, reterr_msg, -EINVAL, "entry %zu has an invalid volume name", i);
+	}
+	return 0;
+}
+
+int admin_request_parse(const char *method, const char *path, const char *body, size_t len, AdminRequest *ret,
+			unsigned *ret_status, char **reterr_msg)
+{
+	AdminRequest req = { .endpoint = admin_endpoint_from_path(path) };
+	_cleanup_(json_decrefp) json_t *j = NULL;
+	json_error_t jerr;
+	json_t *f;
+	int r;
+
+	if (req.endpoint < 0)
+		return refuse(404, ret_status, reterr_msg, -ENOENT,
+			      ADMIN_UNKNOWN_ENDPOINT " (this plugin is nvmevol %s, admin API %d)", PROJECT_VERSION,
+			      ADMIN_API_VERSION);
+	if (!method || !streq(method, "POST"))
+		return refuse(405, ret_status, reterr_msg, -EINVAL, "method not allowed: use POST");
+	if (len > HTTP_BODY_MAX)
+		return refuse(413, ret_status, reterr_msg, -E2BIG, "request body too large (limit 64 KiB)");
+	j = json_loadb(len ? body : "{}", len ? len : 2, JSON_REJECT_DUPLICATES, &jerr);
+	if (!j)
+		return refuse(400, ret_status, reterr_msg, -EINVAL, "malformed JSON: %s", jerr.text);
+	if (!json_is_object(j))
+		return refuse(400, ret_status, reterr_msg, -EINVAL, "request body must be a JSON object");
+
+	if (has_name(req.endpoint)) {
+		f = json_object_get(j, "Name");
+		if (!json_is_string(f) || strlen(json_string_value(f)) != json_string_length(f) ||
+		    !volume_name_is_valid(json_string_value(f)))
+			return refuse(400, ret_status, reterr_msg, -EINVAL,
+				      "missing or invalid 'Name': use 2 to 128 characters from [A-Za-z0-9_.-], starting with a letter or digit");
+		req.name = strdup(json_string_value(f));
+		if (!req.name)
+			return -ENOMEM;
+	}
+	switch (req.endpoint) {
+	case ADMIN_VOLUME_RESIZE:
+	case ADMIN_VOLUME_SET:
+		req.changes = json_incref(json_object_get(j, "Changes"));
+		r = parse_changes(req.changes, ret_status, reterr_msg);
+		break;
+	case ADMIN_VOLUME_RELEASE:
+		req.expect = json_incref(json_object_get(j, "Expect"));
+		r = parse_expect(req.expect, ret_status, reterr_msg);
+		break;
+	case ADMIN_STATE_IMPORT:
+		req.entries = json_incref(json_object_get(j, "Entries"));
+		r = parse_entries(req.entries, ret_status, reterr_msg);
+		break;
+	case ADMIN_PARTITION_ADOPT:
+		f = json_object_get(j, "Partition");
+		if (!json_is_string(f) || strlen(json_string_value(f)) != json_string_length(f) ||
+		    !partition_ref_ok(json_string_value(f))) {
+			r = refuse(400, ret_status, reterr_msg, -EINVAL, "missing or invalid 'Partition': give a label or UUID");
+			break;
+		}
+		req.partition = strdup(json_string_value(f));
+		r = req.partition ? 0 : -ENOMEM;
+		break;
+	default:
+		r = 0;
+	}
+	if (r < 0) {
+		admin_request_done(&req);
+		return r;
+	}
+	*ret = req;
+	return 0;
+}
+
+/* ---- answering ---- */
+
+static void reply_error(unsigned status, const char *msg, HttpResponse *ret)
+{
+	json_t *j = json_pack("{s:s}", "Err", msg && *msg ? msg : "unknown error");
+
+	ret->status = status;
+	ret->body = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+	json_decref(j);
+}
+
+static void reply(json_t *j, HttpResponse *ret)
+{
+	ret->status = 200;
+	ret->body = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+	json_decref(j);
+	if (!ret->body)
+		reply_error(500, "out of memory", ret);
+}
+
+static unsigned status_of(int r)
+{
+	switch (r) {
+	case -ENOENT:
+		return 404;
+	case -EINVAL:
+		return 400;
+	case -EBUSY:
+	case -ESTALE:
+	case -ENOSPC:
+	case -EROFS:
+	case -ENODEV:
+	case -EEXIST:
+	case -EUCLEAN:
+	case -EOPNOTSUPP:
+		return 409;
+	default:
+		return 500;
+	}
+}
+
+static json_t *settings_json(const Settings *c)
+{
+	json_t *s = json_object(), *devs = json_array();
+
+	for (size_t i = 0; devs && i < c->n_devices; i++)
+		json_array_append_new(devs, json_string(c->devices[i]));
+	json_object_set_new(s, "NVMEVOL_LABEL_PREFIX", json_string(c->label_prefix));
+	json_object_set_new(s, "NVMEVOL_DEVICES", devs);
+	json_object_set_new(s, "NVMEVOL_LOG_LEVEL", json_string(log_level_to_string(c->log_level)));
+	json_object_set_new(s, "NVMEVOL_SELFTEST", json_string(manager_selftest_to_string(c->selftest)));
+	json_object_set_new(s, "NVMEVOL_SELFTEST_BUDGET_MS", json_integer((json_int_t)c->selftest_budget_ms));
+	json_object_set_new(s, "NVMEVOL_SELFTEST_CACHE_SECONDS", json_integer((json_int_t)c->selftest_cache_seconds));
+	json_object_set_new(s, "NVMEVOL_MAX_VOLUMES", json_integer((json_int_t)c->max_volumes));
+	return s;
+}
+
+static json_t *status_json(Admin *a)
+{
+	json_t *j = manager_status_json(a->manager);
+
+	if (!j)
+		return NULL;
+	json_object_set_new(j, "version", json_string(PROJECT_VERSION));
+	json_object_set_new(j, "admin_api", json_integer(ADMIN_API_VERSION));
+	json_object_set_new(j, "settings", settings_json(a->cfg));
+	json_object_set_new(j, "state", json_pack("{s:s,s:s}", "dir", a->cfg->state_dir, "location",
+						  state_location_to_string(a->cfg->state_location)));
+	json_object_set_new(j, "propagated_mount", json_string(a->cfg->propagated_mount));
+	return j;
+}
+
+static int import_entries(Admin *a, json_t *entries, json_t **ret)
+{
+	json_t *out = json_pack("{s:[],s:[],s:[],s:[]}", "imported", "known", "stale", "invalid");
+	size_t i;
+	json_t *e;
+
+	if (!out)
+		return -ENOMEM;
+	json_array_foreach(entries, i, e) {
+		_cleanup_free_ char *err = NULL;
+		const char *name = json_string_value(json_object_get(e, "Name"));
+		json_t *rec = json_object_get(e, "Record");
+		const char *outcome = "invalid";
+		int r = manager_import_index(a->manager, name, json_string_value(rec), json_string_length(rec), &outcome,
+					     &err);
+
+		if (r < 0 && !streq(outcome, "invalid")) {
+			json_decref(out);
+			return r;
+		}
+		if (r < 0)
+			json_array_append_new(json_object_get(out, "invalid"),
+					      json_pack("{s:s,s:s}", "name", name, "why", err ? err : errno_str(r)));
+		else
+			json_array_append_new(json_object_get(out, outcome), json_string(name));
+	}
+	*ret = out;
+	return 0;
+}
+
+/* A one-line summary of the result for the log. */
+static char *summary(const json_t *result)
+{
+	char *s = result ? json_dumps(result, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+
+	if (s && strlen(s) > 400)
+		strcpy(s + 396, "...}");
+	return s;
+}
+
+static void dispatch(Admin *a, const AdminRequest *req, json_t **ret, char **reterr_msg, int *ret_r)
+{
+	const char *outcome = NULL;
+	int r = 0;
+
+	switch (req->endpoint) {
+	case ADMIN_STATUS:
+		*ret = status_json(a);
+		r = *ret ? 0 : -ENOMEM;
+		break;
+	case ADMIN_VOLUME_SHOW:
+		r = manager_volume_show(a->manager, req->name, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_RESIZE:
+		r = manager_resize(a->manager, req->name, req->changes, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_SET:
+		r = manager_set_options(a->manager, req->name, req->changes, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_FORGET:
+		r = manager_forget(a->manager, req->name, reterr_msg);
+		outcome = "forgotten";
+		break;
+	case ADMIN_VOLUME_RELEASE:
+		r = manager_release(a->manager, req->name, req->expect, ret, reterr_msg);
+		break;
+	case ADMIN_PARTITION_ADOPT:
+		r = manager_adopt_partition(a->manager, req->partition, reterr_msg);
+		outcome = "adopted";
+		break;
+	case ADMIN_STATE_IMPORT:
+		r = import_entries(a, req->entries, ret);
+		break;
+	default:
+		r = -EINVAL;
+	}
+	if (r == 0 && outcome && !*ret) {
+		*ret = req->name ? json_pack("{s:s,s:s}", "name", req->name, "result", outcome)
+				 : json_pack("{s:s,s:s}", "partition", req->partition, "result", outcome);
+		if (!*ret)
+			r = -ENOMEM;
+	}
+	*ret_r = r;
+}
+
+/* What the client says it is, made safe for one log line (the kernel's uid is what counts). */
+static void client_label(const char *client, char *buf, size_t len)
+{
+	size_t i = 0;
+
+	for (const char *p = client ? client : "unknown"; *p && i + 1 < len && i < 200; p++)
+		buf[i++] = (*p >= 0x20 && *p < 0x7f) ? *p : '?';
+	buf[i] = '\0';
+}
+
+void admin_http_handler(void *userdata, const HttpRequest *hr, HttpResponse *ret)
+{
+	Admin *a = userdata;
+	_cleanup_free_ char *err = NULL, *sum = NULL;
+	AdminRequest req = { 0 };
+	const char *path, *target;
+	unsigned status = 400;
+	json_t *result = NULL;
+	char who[256], client[210];
+	bool change;
+	int r;
+
+	client_label(hr->client, client, sizeof(client));
+	if (hr->peer.known && hr->peer.pid > 0)
+		snprintf(who, sizeof(who), "uid %u gid %u pid %d, client \"%s\"", (unsigned)hr->peer.uid,
+			 (unsigned)hr->peer.gid, (int)hr->peer.pid, client);
+	else if (hr->peer.known)
+		/* The kernel reports pid 0 for a peer outside our PID namespace (the host, for the plugin). */
+		snprintf(who, sizeof(who), "uid %u gid %u (a process outside the plugin's PID namespace), client \"%s\"",
+			 (unsigned)hr->peer.uid, (unsigned)hr->peer.gid, client);
+	else
+		snprintf(who, sizeof(who), "unknown peer, client \"%s\"", client);
+	/* The socket is 0600 already; this holds even if someone loosens its mode. */
+	if (!hr->peer.known || hr->peer.uid != 0) {
+		log_warning("admin: refused %s from %s: not root", hr->url, who);
+		reply_error(403, "the nvmevol admin socket is for root only: run the command as root", ret);
+		return;
+	}
+	if (admin_request_parse(hr->method, hr->url, hr->body, hr->len, &req, &status, &err) < 0) {
+		log_warning("admin: refused %.64s from %s: %s", hr->url, who, err ? err : "?");
+		reply_error(status, err, ret);
+		return;
+	}
+	change = req.endpoint != ADMIN_STATUS && req.endpoint != ADMIN_VOLUME_SHOW;
+	path = admin_endpoint_to_path(req.endpoint);
+	target = req.name ? req.name : req.partition ? req.partition : "";
+	if (change)
+		log_info("admin: %s %s requested by %s", path, target, who);
+	dispatch(a, &req, &result, &err, &r);
+	if (r < 0) {
+		log_warning("admin: %s %s by %s failed: %s", path, target, who, err ? err : errno_str(r));
+		reply_error(status_of(r), err ? err : errno_str(r), ret);
+	} else {
+		if (change) {
+			sum = summary(result);
+			log_info("admin: %s %s by %s done: %s", path, target, who, sum ? sum : "");
+		}
+		reply(result, ret);
+	}
+	admin_request_done(&req);
+}

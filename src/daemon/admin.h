@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The admin protocol, server side: JSON over HTTP on a second, root-only unix
+ * socket next to the plugin socket (Docker never calls it), served by http.c.
+ * Every endpoint is a POST of a JSON object; success is HTTP 200 with a JSON
+ * result, failure an HTTP error status with {"Err": "..."} that says what to
+ * do. Every change is logged with who asked (the kernel's SO_PEERCRED of the
+ * connection, plus what the client says it is) and what was done.
+ *
+ *   /Admin.Status          {}                                  version, settings, partitions, volumes
+ *   /Admin.VolumeShow      {"Name"}                            Get's object + "Admin" details
+ *   /Admin.VolumeResize    {"Name","Changes":{"size","inodes"}}
+ *   /Admin.VolumeSet       {"Name","Changes":{"selftest","min_write_mbps",...}}
+ *   /Admin.VolumeForget    {"Name"}
+ *   /Admin.VolumeRelease   {"Name","Expect":{mount ID: count}}
+ *   /Admin.PartitionAdopt  {"Partition": label or UUID}
+ *   /Admin.StateImport     {"Entries":[{"Name","Record"}...]}  index entries of an older state directory
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "admin-protocol.h"
+#include "settings.h"
+#include "daemon/http.h"
+#include "manager/manager.h"
+
+#define ADMIN_IMPORT_MAX_ENTRIES 1000
+
+typedef enum AdminEndpoint {
+	ADMIN_STATUS,
+	ADMIN_VOLUME_SHOW,
+	ADMIN_VOLUME_RESIZE,
+	ADMIN_VOLUME_SET,
+	ADMIN_VOLUME_FORGET,
+	ADMIN_VOLUME_RELEASE,
+	ADMIN_PARTITION_ADOPT,
+	ADMIN_STATE_IMPORT,
+	_ADMIN_ENDPOINT_MAX,
+	_ADMIN_ENDPOINT_INVALID = -EINVAL,
+} AdminEndpoint;
+
+const char *admin_endpoint_to_path(AdminEndpoint e);
+AdminEndpoint admin_endpoint_from_path(const char *path);
+
+typedef struct AdminRequest {
+	AdminEndpoint endpoint;
+	char *name;      /* validated volume name */
+	char *partition; /* validated label or UUID */
+	json_t *changes; /* object of strings (resize, set) */
+	json_t *expect;  /* object of mount ID: count (release) */
+	json_t *entries; /* array of {"Name","Record"} (import) */
+} AdminRequest;
+
+void admin_request_done(AdminRequest *req);
+
+/* Parses and validates one request (pure: fuzzed). On failure: -errno, the HTTP status and the Err text. */
+int admin_request_parse(const char *method, const char *path, const char *body, size_t len, AdminRequest *ret,
+			unsigned *ret_status, char **reterr_msg);
+
+typedef struct Admin {
+	Manager *manager;
+	const Settings *cfg;
+} Admin;
+
+/* The admin socket's HttpHandler; @userdata is an Admin. */
+void admin_http_handler(void *userdata, const HttpRequest *req, HttpResponse *ret);

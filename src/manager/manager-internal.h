@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: MIT */
+/* The Manager's parts, shared by manager.c (operations), manager-startup.c, manager-status.c and manager-selftest.c. */
+#pragma once
+
+#include <pthread.h>
+
+#include "pool/bind.h"
+#include "settings.h"
+#include "manager/manager.h"
+#include "pool/pool.h"
+#include "volume/registry.h"
+#include "pool/store.h"
+#include "pool/trash.h"
+#include "volume/volume.h"
+
+DEFINE_CLEANUP_FUNC(Volume *, volume_unref)
+
+struct Manager {
+	const Settings *cfg;
+	Pool *pool;
+	Registry *reg;
+	Store *store;
+	Binds *binds;
+	Trash *trash;
+
+	pthread_mutex_t create_lock; /* serialises Create, Remove and the admin operations that add or drop volumes */
+	pthread_mutex_t rescan_lock; /* one rescan at a time, together with loading what it attached */
+	bool starting;               /* start-up: loading in bulk, single-threaded */
+};
+
+/* manager-startup.c: loads the volumes of partitions that a rescan attached while running. */
+void manager_load_attached(Manager *m, Partition **parts, size_t n);
+
+/*
+ * manager.c: runs @fn on volume @name with its op_lock held (and create_lock
+ * first if @exclusive: for what drops or replaces volumes). -ENOENT and
+ * "no such volume" if there is none. Admin operations are built on it.
+ */
+typedef int (*ManagerVolumeFn)(Manager *m, Volume *v, void *userdata, char **reterr_msg);
+int manager_run_on_volume(Manager *m, const char *name, bool exclusive, ManagerVolumeFn fn, void *userdata,
+			  char **reterr_msg);
+
+/* manager.c: takes @v's bind away and marks it not mounted (the caller holds op_lock). */
+int manager_unbind_volume(Manager *m, Volume *v);
+
+/* manager-startup.c: serves @v, read from this host's index, as a volume whose partition is missing (start-up or import). */
+int manager_register_index_only(Manager *m, Volume *v);
+
+/* manager.c: reads the record of an index-only volume whose partition is back (caller holds op_lock). */
+int manager_refresh_index_only(Manager *m, Volume *v, PartitionFs *fs);
+
+/* manager-status.c: the Volume object of Get, Status included. */
+json_t *manager_volume_json(Manager *m, Volume *v);
+/* manager-status.c: "ready", "mounted", "partition-missing" or "record-unreadable" (static strings; registry lock held). */
+const char *manager_volume_condition(const Volume *v, const PartitionInfo *info);
+
+/* manager-health.c: NVMe health (cached per partition) and the device policy at Mount, Create and in Status. */
+int manager_health_before_mount(Manager *m, Volume *v, char **reterr_msg);
+int manager_health_check_create(Manager *m, Partition *part, const char *name, const VolumeOptions *o, char **reterr_msg);
+/* Reads stale health readings of present NVMe partitions and updates their placement rank. */
+void manager_health_refresh_all(Manager *m);
+/* For the metrics: 1 when the last NVMe health reading is OK, 0 when it warns, -1 when none is known. */
+int manager_health_metric(Manager *m, Partition *part);
+/* Adds "device", "xfs", "health" (last reading, never a new one) and "policy" to a partition's Status object. */
+void manager_health_add_status(Manager *m, Partition *part, const VolumeOptions *o, json_t *partition);
+
+/* manager-clone.c: Create with from=SOURCE. */
+typedef struct ClonePrep {
+	Volume *source;     /* a reference */
+	Partition *part;    /* SOURCE's partition: the clone's */
+	VolumeOptions opts; /* the new volume's: size and inodes inherited from SOURCE unless given */
+	bool copy;          /* the partition cannot share blocks and clone_copy=true: copy the data */
+} ClonePrep;
+/* Checks a clone before anything is written: SOURCE, its partition, reflink, whether the clone fits. */
+int manager_clone_prepare(Manager *m, const VolumeOptions *opts, const CloneRequest *req, ClonePrep *prep,
+			 char **reterr_msg);
+/* Clones SOURCE into @v's new, empty directory on @fs and fills v->clone. Takes SOURCE's op_lock. */
+int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, char **reterr_msg);
+void manager_clone_prep_done(ClonePrep *prep);
+/* Create of a name that exists, with from=: it must be a clone of that SOURCE; fills inherited limits into @opts. */
+int manager_clone_check_existing(Volume *existing, const CloneRequest *req, VolumeOptions *opts, char **reterr_msg);
+/* "cloned_from", "cloned_at" and "clone" in Status. */
+void manager_clone_add_status(Volume *v, json_t *status);
+
+/* manager-selftest.c: runs (or reuses) the partition's self-test before the first mount and applies the policy. */
+int manager_selftest_before_mount(Manager *m, Volume *v, PartitionFs *fs, char **reterr_msg);
+void manager_selftest_clean_scratch(PartitionFs *fs, const char *partition_uuid);
+/* The partition's cached self-test result (figures, tested_at, age), {"running":true}, or NULL if never measured. */
+json_t *manager_selftest_partition_json(Partition *part);
+/* The partition's last run, its verdict against the pool-wide thresholds and a copy of its history (loaded if need be). */
+struct MetricsPartition;
+int manager_selftest_metrics(Manager *m, Partition *part, struct MetricsPartition *ret);

@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The volume manager: the registry of volumes, their records on the
+ * partitions and the index in the state directory, and the operations the
+ * plugin API exposes. Every operation returns 0 or -errno; on failure
+ * *reterr_msg (malloc'd) holds the text for Docker's "Err".
+ *
+ * Locks, always taken in this order (never the other way round):
+ *   create_lock  serialises Create, Remove, forget and adopt (what adds or drops volumes);
+ *   op_lock      one per volume: its mount, self-test, unmount, remove, admin changes;
+ *   rescan_lock  one partition rescan at a time, with the loading of what it attached;
+ *   registry     (registry.h) the volumes and their fields, memory work only;
+ *   pool mutex   (pool.h) partition fields, innermost.
+ * So a Mount that runs a self-test never blocks Get, List, Capabilities or
+ * operations on other volumes.
+ */
+#pragma once
+
+#include <jansson.h>
+
+#include "settings.h"
+#include "volume/volume-options.h"
+
+typedef struct Manager Manager;
+
+int manager_new(const Settings *cfg, Manager **ret);
+Manager *manager_free(Manager *m);
+
+/* Takes the state lock, discovers partitions, loads records, reconciles with mountinfo. */
+int manager_start(Manager *m, char **reterr_msg);
+
+/* @clone (NULL = an empty volume): NEW starts as a copy of clone->from, see manager-clone.c. */
+int manager_create(Manager *m, const char *name, const VolumeOptions *opts, const CloneRequest *clone,
+		   char **reterr_msg);
+int manager_remove(Manager *m, const char *name, char **reterr_msg);
+int manager_mount(Manager *m, const char *name, const char *id, char **ret_mountpoint, char **reterr_msg);
+int manager_unmount(Manager *m, const char *name, const char *id, char **reterr_msg);
+/* *ret_mountpoint is NULL when the volume is not mounted. */
+int manager_path(Manager *m, const char *name, char **ret_mountpoint, char **reterr_msg);
+/* {"Name","Mountpoint"?,"CreatedAt","Status"} */
+int manager_get(Manager *m, const char *name, json_t **ret_volume, char **reterr_msg);
+/*
+ * Calls @cb for every volume, sorted by name, with its mountpoint or NULL when
+ * not mounted. Runs under the registry's read lock: @cb must not call back into
+ * the manager. List is built this way so 10,000 volumes cost no JSON tree.
+ */
+typedef void (*ManagerListCallback)(const char *name, const char *mountpoint, void *userdata);
+int manager_list(Manager *m, ManagerListCallback cb, void *userdata);
+
+/* The state for the metrics file (metrics.h): partitions, self-tests, volumes. A MetricsCollect. */
+struct MetricsSnapshot;
+int manager_metrics_snapshot(Manager *m, struct MetricsSnapshot *ret);
+
+/* For tests and tools: number of volumes in the registry. */
+size_t manager_count(Manager *m);
+
+/*
+ * Admin: forgets volume @name whose partition is missing (drops its index
+ * entry; its data and record stay on the partition and it comes back when
+ * the partition does). Refused while the partition is present or the volume mounted.
+ */
+int manager_forget(Manager *m, const char *name, char **reterr_msg);
+/* Admin: lets partition @ref (label or UUID), found after start and read-only, receive new volumes. */
+int manager_adopt_partition(Manager *m, const char *ref, char **reterr_msg);
+
+/*
+ * Admin (admin.c), over the root-only admin socket. Each returns 0 and a JSON
+ * result saying what was done, or -errno and an Err that says what to do.
+ */
+/* {"partitions":[...],"volumes":[<Get's Volume object>...]} */
+json_t *manager_status_json(Manager *m);
+/* Get's Volume object plus "Admin": mount IDs and counts, the bind's device and root, the plugin's mount namespace. */
+int manager_volume_show(Manager *m, const char *name, json_t **ret, char **reterr_msg);
+/*
+ * New size/inodes limits ({"size":"20G"|"none","inodes":...}); refused below
+ * the current usage. A volume created without limits first gets a project ID
+ * (every file of it is tagged, so that its usage counts).
+ */
+int manager_resize(Manager *m, const char *name, const json_t *changes, json_t **ret_result, char **reterr_msg);
+/* New self-test policy and thresholds ({"selftest":"enforce","min_iops":"none",...}). */
+int manager_set_options(Manager *m, const char *name, const json_t *changes, json_t **ret_result, char **reterr_msg);
+/*
+ * Clears the mount counts (and takes the bind away) of a volume no container
+ * uses, as checked by the caller against @expect ({mount ID: count}, from
+ * manager_volume_show): -ESTALE if the counts changed since.
+ */
+int manager_release(Manager *m, const char *name, const json_t *expect, json_t **ret_result, char **reterr_msg);
+/*
+ * Imports one index entry from the state directory of an older install:
+ * *ret_outcome is "imported" (its partition is missing: now listed),
+ * "known" (served already) or "stale" (its partition is here without it).
+ */
+int manager_import_index(Manager *m, const char *name, const char *buf, size_t len, const char **ret_outcome,
+			 char **reterr_msg);

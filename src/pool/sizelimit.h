@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Size limits of volumes (size=, inodes=): one XFS project ID per volume
+ * directory, inherited by everything created below it, with hard limits.
+ * Policy over quota.c (the kernel interface). Project IDs are allocated per
+ * partition, lowest free first; an ID is free once no live volume, shadowed
+ * record or trash entry carries it. A new volume always sets both limits of
+ * its ID, so a stale limit left on a free ID never matters (and nothing has
+ * to clear limits after a delete, which could race with a new volume).
+ */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "volume/volume-options.h"
+#include "pool/pool.h"
+#include "volume/registry.h"
+#include "volume/volume.h"
+
+bool sizelimit_wanted(const VolumeOptions *o);
+/* -EOPNOTSUPP with advice when @o asks for limits that @fs cannot enforce. */
+int sizelimit_check_create(PartitionFs *fs, const char *partition_name, const VolumeOptions *o, char **reterr_msg);
+/* Allocates @v's project ID on its partition and applies it and the limits to @dirfd (the new directory). */
+int sizelimit_apply_new(Registry *reg, PartitionFs *fs, Volume *v, int dirfd, char **reterr_msg);
+/* Clears the limits of an ID that a failed create had set. */
+void sizelimit_release(PartitionFs *fs, uint32_t projid);
+/* The "quota" object of Status: ID, limits, usage from quota accounting. NULL when the volume has none. */
+json_t *sizelimit_status(PartitionFs *fs, const VolumeOptions *o, uint32_t projid);
+/* The lowest project ID free on @part, or 0 (none left, or out of memory). */
+uint32_t sizelimit_allocate_id(Registry *reg, Partition *part, PartitionFs *fs);
+/*
+ * Admin resize of a volume that had no project ID: gives the directory @dirfd
+ * and every directory and regular file below it project @projid (pre-order,
+ * never following a symlink or crossing a mount), so that its usage is
+ * counted. Files moved in from elsewhere during the walk may stay uncounted.
+ */
+int sizelimit_tag_tree(PartitionFs *fs, int dirfd, uint32_t projid, uint64_t *ret_tagged, char **reterr_msg);
+/* Bytes and inodes charged to @projid (quota accounting: no walk). */
+int sizelimit_usage(PartitionFs *fs, uint32_t projid, uint64_t *ret_bytes, uint64_t *ret_inodes);
+/* Sets the hard limits of @projid (0 = none). */
+int sizelimit_set(PartitionFs *fs, uint32_t projid, uint64_t bytes, uint64_t inodes, char **reterr_msg);
+
+/* Start-up: gives a volume with limits its ID and limits again if they went missing. */
+int sizelimit_repair(Registry *reg, PartitionFs *fs, Volume *v, bool *ret_changed);

@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: MIT */
+#include <dirent.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "pool/trash.h"
+#include "util/errmsg.h"
+#include "util/fs-util.h"
+#include "util/log.h"
+#include "util/macro.h"
+
+typedef struct TrashJob {
+	struct TrashJob *next;
+	PartitionFs *fs;
+	char uuid[64];
+	char entry[NAME_MAX + 1];
+} TrashJob;
+
+struct Trash {
+	pthread_mutex_t lock;
+	pthread_cond_t cond; /* work queued, or stop; and "idle" for trash_wait_idle() */
+	TrashJob *head, *tail;
+	bool busy, stop, started;
+	pthread_t thread;
+};
+
+int trash_new(Trash **ret)
+{
+	Trash *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	pthread_mutex_init(&t->lock, NULL);
+	pthread_cond_init(&t->cond, NULL);
+	*ret = t;
+	return 0;
+}
+
+static void job_free(TrashJob *j)
+{
+	partition_fs_put(j->fs);
+	free(j);
+}
+
+static void *worker(void *arg)
+{
+	Trash *t = arg;
+
+	pthread_mutex_lock(&t->lock);
+	for (;;) {
+		TrashJob *j;
+		int r;
+
+		while (!t->head && !t->stop)
+			pthread_cond_wait(&t->cond, &t->lock);
+		if (t->stop)
+			break;
+		j = t->head;
+		t->head = j->next;
+		if (!t->head)
+			t->tail = NULL;
+		t->busy = true;
+		pthread_mutex_unlock(&t->lock);
+
+		r = rm_rf_at(j->fs->trash_fd, j->entry);
+		if (r < 0)
+			log_warning_errno(r, "partition %s: deleting trash/%s failed; retried at the next start", j->uuid,
+					  j->entry);
+		else
+			log_debug("partition %s: trash/%s deleted", j->uuid, j->entry);
+		(void)fsync(j->fs->trash_fd);
+		job_free(j);
+#if defined(NVMEVOL_TEST_HOOKS) && NVMEVOL_TEST_HOOKS
+		{
+			/* Tests widen the window after a deletion (a slow trash, a race with a new volume). */
+			const char *e = getenv("NVMEVOL_TEST_TRASH_PAUSE_MS");
+			if (e)
+				usleep((useconds_t)atoi(e) * 1000);
+		}
+#endif
+
+		pthread_mutex_lock(&t->lock);
+		t->busy = false;
+		pthread_cond_broadcast(&t->cond);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return NULL;
+}
+
+Trash *trash_free(Trash *t)
+{
+	if (!t)
+		return NULL;
+	pthread_mutex_lock(&t->lock);
+	t->stop = true;
+	pthread_cond_broadcast(&t->cond);
+	pthread_mutex_unlock(&t->lock);
+	if (t->started)
+		pthread_join(t->thread, NULL);
+	while (t->head) {
+		TrashJob *j = t->head;
+		t->head = j->next;
+		job_free(j);
+	}
+	pthread_cond_destroy(&t->cond);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+	return NULL;
+}
+
+int trash_enqueue(Trash *t, PartitionFs *fs, const char *partition_uuid, const char *entry)
+{
+	TrashJob *j = calloc(1, sizeof(*j));
+	int r = 0;
+
+	if (!j)
+		return -ENOMEM;
+	__atomic_add_fetch(&fs->refs, 1, __ATOMIC_ACQ_REL);
+	j->fs = fs;
+	snprintf(j->uuid, sizeof(j->uuid), "%s", partition_uuid);
+	snprintf(j->entry, sizeof(j->entry), "%s", entry);
+
+	pthread_mutex_lock(&t->lock);
+	if (!t->started && !t->stop) {
+		r = -pthread_create(&t->thread, NULL, worker, t);
+		t->started = r == 0;
+	}
+	if (r == 0 && !t->stop) {
+		if (t->tail)
+			t->tail->next = j;
+		else
+			t->head = j;
+		t->tail = j;
+		j = NULL;
+		pthread_cond_broadcast(&t->cond);
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (j) {
+		/* Not queued: it stays in the trash for the next start. */
+		job_free(j);
+		return r < 0 ? r : -ESHUTDOWN;
+	}
+	return 0;
+}
+
+int trash_enqueue_all(Trash *t, PartitionFs *fs, const char *partition_uuid)
+{
+	struct dirent *de;
+	int n = 0;
+	DIR *d;
+
+	if (fs->trash_fd < 0 || fs->read_only)
+		return 0;
+	d = opendir_fd(fs->trash_fd);
+	if (!d)
+		return negative_errno();
+	while ((de = readdir(d)))
+		if (!streq(de->d_name, ".") && !streq(de->d_name, "..") &&
+		    trash_enqueue(t, fs, partition_uuid, de->d_name) == 0)
+			n++;
+	closedir(d);
+	return n;
+}
+
+void trash_wait_idle(Trash *t)
+{
+	pthread_mutex_lock(&t->lock);
+	while ((t->head || t->busy) && !t->stop)
+		pthread_cond_wait(&t->cond, &t->lock);
+	pthread_mutex_unlock(&t->lock);
+}

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/* Settings from the environment (the managed plugin's config.json Env, set with `docker plugin set`). */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device/device-policy.h"
+#include "volume/volume-options.h"
+#include "util/log.h"
+
+/* Where the persistent state lives (statedir.c decides when NVMEVOL_STATE_DIR is not set). */
+typedef enum StateLocation {
+	STATE_LOCATION_UNRESOLVED,
+	STATE_LOCATION_ENV,        /* NVMEVOL_STATE_DIR */
+	STATE_LOCATION_MOUNT,      /* the plugin's `state` mount, whose source an admin set (state.source) */
+	STATE_LOCATION_PLUGIN_DIR, /* under PropagatedMount: Docker's own directory of this plugin on the host */
+	STATE_LOCATION_HOST,       /* /var/lib/nvmevol of the daemon's own root (outside Docker) */
+	_STATE_LOCATION_MAX,
+} StateLocation;
+
+const char *state_location_to_string(StateLocation l);
+
+typedef struct Settings {
+	char *socket_path;       /* NVMEVOL_SOCKET */
+	char *admin_socket_path; /* ADMIN_SOCKET_NAME next to the socket: root-only admin endpoints */
+	char *state_dir;         /* NVMEVOL_STATE_DIR, or resolved by statedir_resolve(); must outlive the plugin */
+	StateLocation state_location;
+	char *propagated_mount;  /* NVMEVOL_PROPAGATED_MOUNT: where volume binds go (config.json PropagatedMount) */
+	char *partition_root;    /* NVMEVOL_PARTITION_ROOT: where partitions are mounted, privately */
+	char *label_prefix;      /* NVMEVOL_LABEL_PREFIX */
+	char **devices;          /* NVMEVOL_DEVICES, comma-separated */
+	size_t n_devices;
+	LogLevel log_level;      /* NVMEVOL_LOG_LEVEL */
+	SelftestPolicy selftest; /* NVMEVOL_SELFTEST */
+	uint64_t selftest_budget_ms;     /* NVMEVOL_SELFTEST_BUDGET_MS */
+	uint64_t selftest_cache_seconds; /* NVMEVOL_SELFTEST_CACHE_SECONDS */
+	uint64_t clone_freeze_budget_ms; /* NVMEVOL_CLONE_FREEZE_BUDGET_MS: longest freeze for a clone of a volume in use */
+	uint64_t max_volumes;    /* NVMEVOL_MAX_VOLUMES */
+	DevicePolicyMode require_nvme;   /* NVMEVOL_REQUIRE_NVME */
+	DevicePolicyMode health;         /* NVMEVOL_HEALTH */
+	uint64_t health_cache_seconds;   /* NVMEVOL_HEALTH_CACHE_SECONDS */
+	/* NVMEVOL_SELFTEST_MIN_WRITE_RATIO, ..._MIN_READ_RATIO, ..._MIN_IOPS_RATIO, ..._MAX_P99_RATIO:
+	 * pool-wide relative thresholds; a volume's own option of the same name wins. */
+	SelftestThresholds selftest_pool;
+	char *metrics_dir;               /* NVMEVOL_METRICS_DIR: default (unset or "") <state_dir>/metrics, set by statedir_resolve(); "off" gives "" = none */
+	uint64_t metrics_interval_s;     /* NVMEVOL_METRICS_INTERVAL_SECONDS */
+} Settings;
+
+/* Reads the environment. On a bad value returns -EINVAL and a message naming the variable. */
+int settings_from_env(Settings **ret, char **reterr_msg);
+Settings *settings_free(Settings *c);

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/* A volume: its record (persisted as JSON with a CRC) and its per-mount-ID counts. */
+#pragma once
+
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "volume/volume-options.h"
+#include "util/time-util.h"
+
+#define MOUNT_ID_MAX 128
+#define MOUNT_IDS_MAX 4096
+/* The one count a volume gets when its counts file cannot be read at start: "in use" until proven otherwise. */
+#define MOUNT_ID_UNREADABLE "counts-unreadable-at-start"
+#define RECORD_VERSION 1
+#define RECORD_SIZE_MAX (256 * 1024)
+
+/* Records are always written "ready"; "removing" is only read, from records of nvmevol 0.1. */
+typedef enum VolumeState {
+	VOLUME_READY,
+	VOLUME_REMOVING,
+	_VOLUME_STATE_MAX,
+	_VOLUME_STATE_INVALID = -EINVAL,
+} VolumeState;
+
+const char *volume_state_to_string(VolumeState s);
+VolumeState volume_state_from_string(const char *s);
+
+typedef struct MountRef {
+	char *id;
+	unsigned count;
+} MountRef;
+
+typedef struct Partition Partition;
+
+/* Where a clone came from (Create with from=SOURCE); persisted in its record. */
+typedef struct VolumeClone {
+	char from[VOLUME_NAME_MAX + 1];
+	int64_t at;         /* unix seconds of the instant the clone shows */
+	bool source_in_use; /* SOURCE was mounted: made consistent under a freeze of the partition */
+	bool copied;        /* the data was copied (clone_copy=true), not shared */
+	uint32_t frozen_ms; /* writes on the partition waited this long (0 when not in use) */
+	uint64_t entries;   /* files, directories, links and special files */
+	uint64_t bytes;     /* sizes of the regular files */
+} VolumeClone;
+
+/*
+ * Locking rule, once a volume is in the registry: name and part never change;
+ * every other field is written only by a thread that holds both the volume's
+ * op_lock and the registry's write lock, so holding either one is enough to
+ * read it. op_lock serialises the slow operations on one volume (mount,
+ * self-test, unmount, remove, admin changes); the registry lock is only held
+ * for memory work. refs is atomic.
+ */
+typedef struct Volume {
+	/* Persisted. */
+	VolumeState state;
+	VolumeOptions opts;
+	char partition_uuid[40];  /* 36 characters */
+	char partition_label[16]; /* raw bytes: XFS labels are at most 12; records hold them escaped */
+	int64_t created_at; /* unix seconds */
+	uint32_t projid;    /* XFS project ID, 0 = none */
+	VolumeClone *clone; /* NULL unless the volume was created as a clone */
+	MountRef *mounts;
+	size_t n_mounts;
+
+	/* Runtime. */
+	Partition *part;    /* where the record is (or, index only, where it should be); never NULL when registered */
+	char *corrupt;      /* why the record could not be loaded, NULL if fine */
+	bool index_only;    /* known from this host's index only: its partition has not shown its record */
+	bool mounted;
+	char *bind_options; /* verified vfs options of the bind, while mounted */
+	json_t *selftest;   /* last self-test report for Status, or NULL */
+	bool removed;
+	bool indexed;       /* start-up: an index entry exists in the state directory */
+	unsigned refs;
+	pthread_mutex_t op_lock;
+
+	char name[]; /* last: allocated to its length (10,000 volumes, mostly short names) */
+} Volume;
+
+Volume *volume_new(const char *name);
+Volume *volume_ref(Volume *v);
+Volume *volume_unref(Volume *v);
+
+unsigned volume_mount_total(const Volume *v);
+/* Adds one to @id's count. */
+int volume_mount_add(Volume *v, const char *id);
+/* Subtracts one from @id's count; returns 1 if it was counted, 0 if unknown. */
+int volume_mount_drop(Volume *v, const char *id);
+void volume_mounts_clear(Volume *v);
+
+bool mount_id_is_valid(const char *id);
+
+/*
+ * The record as a string: canonical JSON with a last "crc" member over the
+ * bytes before it; @with_mounts=false gives the record and index form (no counts).
+ */
+char *volume_record_dump(const Volume *v, bool with_mounts);
+
+/* Parses a record or index file; checks version, CRC, name and every field. */
+int volume_record_parse(const char *buf, size_t len, Volume **ret, char **reterr_msg);
+
