@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "helpers/testbed.h"
-#include "volume.h"
+#include "volume/volume.h"
 
 static Testbed tb;
 static ClientReply rep;
@@ -293,6 +293,8 @@ Test(regress, start_up_does_not_wait_for_the_trash)
 {
 	char trash[700], dst[800];
 
+	if (!NVMEVOL_TEST_HOOKS)
+		cr_skip_test("needs a build with -Dtest_hooks=true (NVMEVOL_TEST_TRASH_PAUSE_MS)");
 	testbed_stop(&tb, SIGKILL);
 	part_path(0, "trash", trash, sizeof(trash));
 	for (int i = 0; i < 3; i++) {
