@@ -137,6 +137,10 @@ cleanup() {
     if [ -f "$WORK/cli-installed" ] && [ -x "$CLI" ]; then
         say "removing $CLI"
         rm -f "$CLI"
+        # and the manual pages plugin/install.sh put beside it
+        local man
+        man=$(realpath -m "$(dirname "$CLI")/../share/man")
+        rm -f "$man/man8/nvmevol.8" "$man/man7/nvmevol-plugin.7"
     fi
     rm -rf "$WORK"
 }

@@ -3,14 +3,14 @@
 # install the `nvmevol` command on this host (the Docker host).
 #
 # Usage: plugin/install.sh [--build] [--replace] [--name NAME] [--no-enable]
-#                          [--binary PATH] [--cli PATH | --no-cli]
+#                          [--binary PATH] [--cli PATH | --no-cli] [--no-man]
 #                          [--legacy-state DIR] [KEY=VALUE...]
-#        plugin/install.sh --upgrade REF [--name NAME] [--cli PATH | --no-cli]
+#        plugin/install.sh --upgrade REF [--name NAME] [--cli PATH | --no-cli] [--no-man]
 #                          [--legacy-state DIR] [KEY=VALUE...]
 #   --build       run plugin/build.sh first (with --binary PATH if given)
 #   --replace     if NAME exists: docker plugin disable -f and rm -f it first
 #                 (volumes and their data are kept: they live on the XFS
-#                 partitions; see README "What survives what")
+#                 partitions; see STATE in nvmevol-plugin(7))
 #   --upgrade REF docker plugin upgrade NAME to REF (a registry reference,
 #                 e.g. localhost:5000/nvmevol:0.2.1): disables NAME (-f),
 #                 upgrades, sets again the mount sources Docker 20.10 reverts
@@ -19,7 +19,12 @@
 #   --no-enable   leave the plugin disabled after create/set
 #   --cli PATH    where to install the nvmevol command, copied from the
 #                 installed plugin's rootfs (default /usr/local/bin/nvmevol)
-#   --no-cli      do not install the command
+#   --no-cli      do not install the command (nor its manual pages)
+#   --no-man      do not install the manual pages; by default nvmevol.8 and
+#                 nvmevol-plugin.7 are built from src/man/*.scd with scdoc
+#                 (skipped, with a note, when scdoc is not installed) into
+#                 the share/man beside the command's bin/ directory
+#                 (/usr/local/share/man/man8 and man7 by default)
 #   --legacy-state DIR
 #                 the state directory of nvmevol 0.1 (default /var/lib/nvmevol):
 #                 if it holds an index and the plugin does not use it, it is
@@ -36,6 +41,7 @@ REPLACE=0
 ENABLE=1
 UPGRADE=
 CLI=/usr/local/bin/nvmevol
+MAN=1
 LEGACY=/var/lib/nvmevol
 BUILD_ARGS=()
 SETTINGS=()
@@ -50,8 +56,9 @@ while [ $# -gt 0 ]; do
         --binary) BUILD_ARGS+=(--binary "$2"); shift 2 ;;
         --cli) CLI=$2; shift 2 ;;
         --no-cli) CLI=; shift ;;
+        --no-man) MAN=0; shift ;;
         --legacy-state) LEGACY=$(realpath -m "$2"); shift 2 ;;
-        -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *=*) SETTINGS+=("$1"); shift ;;
         *) echo "install.sh: unknown argument: $1" >&2; exit 2 ;;
     esac
@@ -81,6 +88,26 @@ install_cli() {
         return 1
     fi
     echo "installed $CLI ($("$CLI" --version))"
+}
+
+# The manual pages of the command, beside it: <prefix>/bin/nvmevol gets
+# <prefix>/share/man/man8/nvmevol.8 and man7/nvmevol-plugin.7.
+install_man() {
+    [ -n "$CLI" ] && [ "$MAN" = 1 ] || return 0
+    if ! command -v scdoc >/dev/null; then
+        echo "install.sh: scdoc is not installed: manual pages not installed (they read as text in $REPO/src/man/)"
+        return 0
+    fi
+    local man page sec
+    man=$(realpath -m "$(dirname "$CLI")/../share/man")
+    for page in nvmevol.8 nvmevol-plugin.7; do
+        sec=${page##*.}
+        mkdir -p "$man/man$sec"
+        scdoc <"$REPO/src/man/$page.scd" >"$man/man$sec/$page.new"
+        chmod 0644 "$man/man$sec/$page.new"
+        mv -f "$man/man$sec/$page.new" "$man/man$sec/$page"
+    done
+    echo "installed the manual pages nvmevol(8), nvmevol-plugin(7) in $man"
 }
 
 # nvmevol 0.1 kept its state in $LEGACY on the host; the plugin now keeps it
@@ -114,6 +141,7 @@ if [ -n "$UPGRADE" ]; then
     fi
     [ "$ENABLE" = 1 ] && docker plugin enable "$NAME" >/dev/null
     install_cli
+    install_man
     import_legacy_state
     docker plugin ls --filter "capability=volumedriver"
     exit 0
@@ -143,5 +171,6 @@ if [ "$ENABLE" = 1 ]; then
     docker plugin enable "$NAME" >/dev/null
 fi
 install_cli
+install_man
 import_legacy_state
 docker plugin ls --filter "capability=volumedriver"

@@ -3,7 +3,7 @@
 #
 # Writes Docker's default seccomp profile plus three rules that stop a
 # container from moving its files out of an nvmevol volume's size limit
-# (README, "Size limits and container root"): ioctl FS_IOC_FSSETXATTR (sets a
+# (plugin/README.md, "Size limits and container root"): ioctl FS_IOC_FSSETXATTR (sets a
 # file's XFS project ID) and FS_IOC_SETFLAGS / FS_IOC32_SETFLAGS (can clear a
 # directory's project-inherit flag, `chattr -P`) fail with EPERM. Every other
 # ioctl, and every other rule of the default profile, stays as it is.

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Scenarios of tests/e2e/run.sh (sourced by it): can a container change the
 # XFS project ID of files in its nvmevol volume, and so move them out of the
-# volume's size= limit (README, "Size limits and container root")? And do the
+# volume's size= limit (plugin/README.md, "Size limits and container root")? And do the
 # mitigations hold: --cap-drop FOWNER (not enough), the seccomp profile of
 # examples/seccomp/ (EPERM), dockerd --userns-remap (EINVAL)?
 #

@@ -32,6 +32,6 @@ mkfs.xfs -q -f -L nvq-usb /dev/sda || fail "mkfs sda"
 
 NVMEVOL_BINARY=/work/nvmevol /work/test-nvme-guest --color=never --verbose -j1
 rc=$?
-# What an operator sees (quoted in the README).
+# What an operator sees (quoted in nvmevol(8), EXAMPLES).
 NVMEVOL_LABEL_PREFIX=nvq /work/nvmevol devices --require-nvme enforce
 exit $rc

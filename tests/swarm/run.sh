@@ -33,7 +33,7 @@ STACK=nvst
 # (sleep as PID 1 ignores SIGTERM), a quick retry after a failure.
 SVC=(docker service create -q -d --no-resolve-image --stop-grace-period 1s --restart-delay 1s)
 
-# Figures for the README.
+# Figures for tests/README.md (the swarm stage).
 N_SERVICES=0
 N_FAILURES=0
 N_LOST=0
@@ -354,7 +354,7 @@ scenario_upgrade() {
             on "$n" docker volume rm sw-cache
         # disable -f made Docker unmount the plugin's binds (the container
         # keeps its own mount); the new plugin found no bind and reset the
-        # count: Status says 0 until the next Mount (README, Known limitations).
+        # count: Status says 0 until the next Mount (nvmevol-plugin(7), KNOWN LIMITATIONS).
         e2e_diag "$n: after the upgrade the plugin counts $(vstatus "$n" sw-cache mount_count) mount(s) of sw-cache, state $(vstatus "$n" sw-cache state)"
     done
     check_partitions "after the rolling upgrade"
@@ -500,7 +500,7 @@ scenario_guard() {
     check_partitions "after the guard"
 }
 
-# Data does not move with a task: move a volume by hand, as the README says
+# Data does not move with a task: move a volume by hand, as examples/swarm/README.md says
 # (tar out on the old node, a volume pinned to the new node, tar in), then
 # run the service there.
 scenario_move() {
