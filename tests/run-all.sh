@@ -86,7 +86,7 @@ stage_deps() {
 		xfsprogs util-linux fdisk acl attr fio strace valgrind python3 curl jq \
 		qemu-system-x86 cpio kmod busybox-static \
 		docker.io docker-registry docker-compose debootstrap iproute2 \
-		prometheus python3-prometheus-client gnuplot-nox >/dev/null || return 1
+		prometheus python3-prometheus-client gnuplot-nox scdoc man-db >/dev/null || return 1
 	echo "1 passed, 0 failed"
 }
 
