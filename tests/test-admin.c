@@ -215,12 +215,12 @@ Test(docker, plugins_of_nvmevol_only)
 {
 	const char *list =
 		"[{\"Id\":\"" "0123456789012345678901234567890123456789012345678901234567890123" "\",\"Name\":\"nvmevol:latest\","
-		"\"Enabled\":true,\"PluginReference\":\"localhost:5000/nvmevol:0.2.0\",\"Settings\":{\"Entrypoint\":[\"/usr/bin/nvmevol\"],"
+		"\"Enabled\":true,\"PluginReference\":\"localhost:5000/nvmevol:0.2.0\",\"Config\":{\"Entrypoint\":[\"/usr/bin/nvmevol\"],"
 		"\"Mounts\":[{\"Name\":\"dev\",\"Source\":\"/dev\"},{\"Name\":\"state\",\"Source\":\"/srv/nv\"}]}},"
 		"{\"Id\":\"" "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789" "\",\"Name\":\"other:latest\","
-		"\"Enabled\":true,\"Settings\":{\"Entrypoint\":[\"/bin/other\"]}},"
+		"\"Enabled\":true,\"Config\":{\"Entrypoint\":[\"/bin/other\"]}},"
 		"{\"Id\":\"" "1111111111111111111111111111111111111111111111111111111111111111" "\",\"Name\":\"nv2:1\","
-		"\"Enabled\":false,\"Settings\":{\"Entrypoint\":[\"/usr/bin/nvmevol\"]}}]";
+		"\"Enabled\":false,\"Config\":{\"Entrypoint\":[\"/usr/bin/nvmevol\"]}}]";
 	json_t *j = json_loads(list, 0, NULL);
 	DockerPlugin *p = NULL;
 	size_t n = 0;
@@ -241,7 +241,7 @@ Test(docker, plugins_of_nvmevol_only)
 	j = json_loads("{}", 0, NULL);
 	cr_assert_lt(docker_plugins_parse(j, &p, &n), 0);
 	json_decref(j);
-	j = json_loads("[{\"Id\":\"short\",\"Name\":\"x\",\"Settings\":{\"Entrypoint\":[\"/usr/bin/nvmevol\"]}}]", 0, NULL);
+	j = json_loads("[{\"Id\":\"short\",\"Name\":\"x\",\"Config\":{\"Entrypoint\":[\"/usr/bin/nvmevol\"]}}]", 0, NULL);
 	cr_assert_lt(docker_plugins_parse(j, &p, &n), 0);
 	json_decref(j);
 }

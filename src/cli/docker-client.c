@@ -93,7 +93,7 @@ int docker_plugins_parse(const json_t *reply, DockerPlugin **ret, size_t *ret_n)
 	if (!json_is_array(reply))
 		return -EPROTO;
 	json_array_foreach(reply, i, p) {
-		json_t *cfg = json_object_get(p, "Settings"), *mounts, *m;
+		json_t *cfg = json_object_get(p, "Config"), *mounts, *m;
 		json_t *entry = json_array_get(json_object_get(cfg, "Entrypoint"), 0);
 		DockerPlugin *no, *d;
 		size_t k;
@@ -114,7 +114,7 @@ int docker_plugins_parse(const json_t *reply, DockerPlugin **ret, size_t *ret_n)
 			.reference = dup_string(json_object_get(p, "PluginReference")),
 			.enabled = json_is_true(json_object_get(p, "Enabled")),
 		};
-		/* Settings.Mounts says what is set; Docker 20.10 keeps an upgrade's reverted source in Settings only. */
+		/* Settings.Mounts says what is set; Docker 20.10 keeps an upgrade's reverted source in Config only. */
 		mounts = json_object_get(cfg, "Mounts");
 		json_array_foreach(mounts, k, m)
 			if (json_is_string(json_object_get(m, "Name")) &&
