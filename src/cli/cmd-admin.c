@@ -300,6 +300,8 @@ int cmd_status(const CliArgs *a, char **args, int n)
 				printf("%s%s", i ? "," : "", json_string_value(d));
 		} else if (json_is_string(v))
 			printf(" %s=%s", k, json_string_value(v));
+		else if (json_is_real(v))
+			printf(" %s=%g", k, json_real_value(v));
 		else
 			printf(" %s=%lld", k, (long long)json_integer_value(v));
 	}

@@ -243,6 +243,19 @@ static json_t *settings_json(const Settings *c)
 	json_object_set_new(s, "NVMEVOL_SELFTEST_BUDGET_MS", json_integer((json_int_t)c->selftest_budget_ms));
 	json_object_set_new(s, "NVMEVOL_SELFTEST_CACHE_SECONDS", json_integer((json_int_t)c->selftest_cache_seconds));
 	json_object_set_new(s, "NVMEVOL_MAX_VOLUMES", json_integer((json_int_t)c->max_volumes));
+	json_object_set_new(s, "NVMEVOL_CLONE_FREEZE_BUDGET_MS", json_integer((json_int_t)c->clone_freeze_budget_ms));
+	json_object_set_new(s, "NVMEVOL_REQUIRE_NVME", json_string(device_policy_mode_to_string(c->require_nvme)));
+	json_object_set_new(s, "NVMEVOL_HEALTH", json_string(device_policy_mode_to_string(c->health)));
+	json_object_set_new(s, "NVMEVOL_HEALTH_CACHE_SECONDS", json_integer((json_int_t)c->health_cache_seconds));
+	/* 0 = not set: no pool-wide relative threshold. */
+	json_object_set_new(s, "NVMEVOL_SELFTEST_MIN_WRITE_RATIO", json_real(c->selftest_pool.min_write_ratio));
+	json_object_set_new(s, "NVMEVOL_SELFTEST_MIN_READ_RATIO", json_real(c->selftest_pool.min_read_ratio));
+	json_object_set_new(s, "NVMEVOL_SELFTEST_MIN_IOPS_RATIO", json_real(c->selftest_pool.min_iops_ratio));
+	json_object_set_new(s, "NVMEVOL_SELFTEST_MAX_P99_RATIO", json_real(c->selftest_pool.max_p99_ratio));
+	/* As the setting is written: "off" for no metrics file, else the directory in use. */
+	json_object_set_new(s, "NVMEVOL_METRICS_DIR",
+			    json_string(c->metrics_dir && *c->metrics_dir ? c->metrics_dir : "off"));
+	json_object_set_new(s, "NVMEVOL_METRICS_INTERVAL_SECONDS", json_integer((json_int_t)c->metrics_interval_s));
 	return s;
 }
 
