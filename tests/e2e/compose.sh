@@ -36,8 +36,17 @@ main() {
     local t0=$SECONDS
     e2e_postgres_image "$POSTGRES_IMAGE"
     e2e_log "postgres image ready in $((SECONDS - t0)) s (uid:gid of postgres: $(e2e_postgres_uid))"
-    e2e_eq "the e2e image's postgres user is 999:999 like the example's driver_opts" \
-        999:999 "$(e2e_postgres_uid)"
+    # The image's postgres user must match the example's driver_opts, or the
+    # ownership checks below would not mean what they say (a fixture check: not counted).
+    [ "$(e2e_postgres_uid)" = 999:999 ] || e2e_die "the e2e image's postgres user is $(e2e_postgres_uid), not 999:999"
+
+    # The plugin's uid/gid/mode, read on the partition before PostgreSQL runs:
+    # its entrypoint chowns and chmods PGDATA itself, which would hide them.
+    e2e_check "docker-compose up --no-start (creates the volume)" "${DC[@]}" up --no-start
+    local dir
+    dir=$(find_on_partitions "nvmevol/volumes/$VOLUME")
+    e2e_eq "the plugin created the volume directory owned 999:999 with mode 0700 (before PostgreSQL ran)" \
+        "999:999 700" "$( [ -n "$dir" ] && stat -c '%u:%g %a' "$dir" 2>&1)"
 
     e2e_check "docker-compose up -d" "${DC[@]}" up -d
     if wait_ready; then e2e_ok "PostgreSQL accepts connections on its unix socket"

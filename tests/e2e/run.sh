@@ -20,7 +20,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=projid.sh
 . "$HERE/projid.sh"
 
-SCENARIOS=(basic mount_flag sharing inspect_ls remove hostile settings_registry
+SCENARIOS=(basic mount_flag suid_dev sharing inspect_ls remove hostile settings_registry
            disable_enable upgrade dockerd_kill
            projid_escape projid_capdrop projid_seccomp projid_userns)
 
@@ -58,6 +58,8 @@ check_data_mount() {
     e2e_eq "$desc: /data is xfs" xfs "$fstype"
     e2e_match "$desc: /data is mounted noatime" '(^|,)noatime(,|$)' "$opts"
     e2e_match "$desc: /data is mounted nodiratime" '(^|,)nodiratime(,|$)' "$opts"
+    e2e_match "$desc: /data is mounted nosuid" '(^|,)nosuid(,|$)' "$opts"
+    e2e_match "$desc: /data is mounted nodev" '(^|,)nodev(,|$)' "$opts"
     e2e_no_match "$desc: /data has no shared: propagation tag" 'shared:' "$optional"
 }
 
@@ -160,6 +162,42 @@ scenario_mount_flag() {
     e2e_match "v2: mode is 0750" ' mode=750$' "$(grep '^owner=' <<<"$out")"
     e2e_eq "v2: driver is $PLUGIN" "$PLUGIN" "$(docker volume inspect -f '{{.Driver}}' v2 2>&1)"
     e2e_match "v2: the file is on the partition" . "$(find_on_partitions nvmevol/volumes/v2/v2.txt)"
+}
+
+# suid= and dev= as a container sees them: without them the volume is
+# nosuid,nodev (a setuid binary planted there does not raise a user, a device
+# node there cannot be opened); with them, both work as on any filesystem.
+scenario_suid_dev() {
+    local euid_tool vol out opts euid node path
+    if ! euid_tool=$(pj_tool euid); then
+        e2e_not_ok "tests/tools/euid is built (ninja -C build)"
+        return
+    fi
+    docker volume create -d "$PLUGIN_SHORT" sdplain >/dev/null
+    docker volume create -d "$PLUGIN_SHORT" -o suid=true -o dev=true sdallow >/dev/null
+    for vol in sdplain sdallow; do
+        # As root in the container: a /dev/null node on the volume.
+        out=$("${RUN[@]}" -v "$vol:/data" "$IMG" sh -c \
+            "grep ' /data ' /proc/self/mountinfo; mknod /data/null c 1 3 && echo prepared" 2>&1)
+        e2e_match "$vol: a device node is made on the volume" '^prepared$' "$out"
+        opts=$(grep ' /data ' <<<"$out" | head -n1 | awk '{ print $6 }')
+        # A setuid-root program on the volume, planted on the partition itself.
+        path=$(pj_vol_path "$vol")/euid
+        install -o 0 -g 0 -m 4755 "$euid_tool" "$path"
+        euid=$("${RUN[@]}" --user 1000 -v "$vol:/data" "$IMG" /data/euid 2>&1)
+        node=$("${RUN[@]}" -v "$vol:/data" "$IMG" sh -c 'echo x >/data/null && echo opened' 2>&1)
+        if [ "$vol" = sdplain ]; then
+            e2e_match "$vol: /data is nosuid,nodev in the container" '(^|,)nosuid,nodev(,|$)' "$opts"
+            e2e_eq "$vol: a setuid-root program runs as the user (1000), not root" 1000 "$euid"
+            e2e_no_match "$vol: the device node cannot be opened" '^opened$' "$node"
+        else
+            e2e_no_match "$vol: suid=true: /data is not nosuid" '(^|,)nosuid(,|$)' "$opts"
+            e2e_no_match "$vol: dev=true: /data is not nodev" '(^|,)nodev(,|$)' "$opts"
+            e2e_eq "$vol: suid=true: a setuid-root program runs as root" 0 "$euid"
+            e2e_match "$vol: dev=true: the device node opens" '^opened$' "$node"
+        fi
+    done
+    docker volume rm sdplain sdallow >/dev/null
 }
 
 scenario_sharing() {
@@ -299,21 +337,37 @@ scenario_settings_registry() {
         e2e_ok "plugin set while enabled fails"
     fi
     e2e_check "docker plugin disable $alias" docker plugin disable "$alias"
-    local kv name value env
-    for kv in NVMEVOL_LABEL_PREFIX=nvsetp NVMEVOL_DEVICES=LABEL=foo,/dev/loop7 NVMEVOL_LOG_LEVEL=warning \
-              NVMEVOL_SELFTEST=enforce NVMEVOL_SELFTEST_BUDGET_MS=450 NVMEVOL_SELFTEST_CACHE_SECONDS=60 \
-              NVMEVOL_MAX_VOLUMES=500 NVMEVOL_SELFTEST_MIN_WRITE_RATIO=0.7 NVMEVOL_METRICS_INTERVAL_SECONDS=30 \
-              NVMEVOL_REQUIRE_NVME=off NVMEVOL_HEALTH=enforce NVMEVOL_HEALTH_CACHE_SECONDS=120 \
-              NVMEVOL_CLONE_FREEZE_BUDGET_MS=2000 NVMEVOL_METRICS_DIR=off NVMEVOL_SELFTEST_MAX_P99_RATIO=3; do
+    # Every setting, set with docker plugin set, must reach the plugin: the
+    # plugin's own report of what it runs with (nvmevol status --json) is
+    # compared, not Docker's copy in plugin inspect. NVMEVOL_DEVICES names no
+    # real device; the prefix matches no partition.
+    local kv name value got settings_json
+    local -a kvs=(NVMEVOL_LABEL_PREFIX=nvsetp NVMEVOL_DEVICES=LABEL=foo,/dev/nvmevol-e2e-none NVMEVOL_LOG_LEVEL=warning
+              NVMEVOL_SELFTEST=enforce NVMEVOL_SELFTEST_BUDGET_MS=450 NVMEVOL_SELFTEST_CACHE_SECONDS=60
+              NVMEVOL_MAX_VOLUMES=500 NVMEVOL_SELFTEST_MIN_WRITE_RATIO=0.7 NVMEVOL_SELFTEST_MIN_READ_RATIO=0.6
+              NVMEVOL_SELFTEST_MIN_IOPS_RATIO=0.5 NVMEVOL_METRICS_INTERVAL_SECONDS=30
+              NVMEVOL_REQUIRE_NVME=off NVMEVOL_HEALTH=enforce NVMEVOL_HEALTH_CACHE_SECONDS=120
+              NVMEVOL_CLONE_FREEZE_BUDGET_MS=2000 NVMEVOL_METRICS_DIR=off NVMEVOL_SELFTEST_MAX_P99_RATIO=3)
+    for kv in "${kvs[@]}"; do
+        docker plugin set "$alias" "$kv" >/dev/null 2>&1 || { e2e_not_ok "plugin set $kv"; e2e_diag "$(docker plugin set "$alias" "$kv" 2>&1)"; }
+    done
+    mkdir -p "$E2E_WORK/state-installed2"
+    e2e_check "plugin set state.source=$E2E_WORK/state-installed2" \
+        docker plugin set "$alias" "state.source=$E2E_WORK/state-installed2"
+    e2e_check "docker plugin enable $alias with every setting changed" docker plugin enable "$alias"
+    settings_json=$("$E2E_WORK/bin/nvmevol" status --json --plugin "$alias" 2>&1)
+    jq -e .settings <<<"$settings_json" >/dev/null 2>&1 || e2e_diag "nvmevol status --json --plugin $alias: $settings_json"
+    for kv in "${kvs[@]}"; do
         name=${kv%%=*}
         value=${kv#*=}
-        docker plugin set "$alias" "$kv" >/dev/null 2>&1
-        env=$(docker plugin inspect -f '{{json .Settings.Env}}' "$alias" 2>&1)
-        e2e_match "plugin set $kv shows in plugin inspect" "\"$name=$value\"" "$env"
+        got=$(jq -r --arg n "$name" '.settings[$n] | if type == "array" then join(",") else tostring end' \
+            <<<"$settings_json" 2>&1)
+        e2e_eq "the plugin runs with $kv (its own status)" "$value" "$got"
     done
-    docker plugin set "$alias" "state.source=/tmp" >/dev/null 2>&1
-    e2e_eq "plugin set state.source=/tmp shows in plugin inspect" /tmp \
-        "$(docker plugin inspect "$alias" | jq -r '.[0].Settings.Mounts[] | select(.Name == "state") | .Source')"
+    e2e_eq "the plugin keeps its state in the state.source set (its own status)" state.source \
+        "$(jq -r .state.location <<<"$settings_json" 2>&1)"
+    e2e_check "the plugin wrote its state into the state.source set" test -d "$E2E_WORK/state-installed2/index"
+    e2e_check "docker plugin disable $alias" docker plugin disable "$alias"
     if e2e_check_fails "plugin set dev.source (not settable) fails" docker plugin set "$alias" dev.source=/tmp; then
         e2e_diag "error: $E2E_LAST_OUTPUT"
     fi
@@ -426,9 +480,13 @@ scenario_dockerd_kill() {
     sleep 1
     local old_pid
     old_pid=$(e2e_plugin_pid)
+    local old_dockerd new_dockerd
+    old_dockerd=$(e2e_dockerd_pid)
     e2e_kill_dockerd
+    e2e_eq "dockerd $old_dockerd was killed" gone "$( [ -n "$old_dockerd" ] && ! kill -0 "$old_dockerd" 2>/dev/null && echo gone)"
     e2e_start_dockerd
-    e2e_ok "dockerd SIGKILLed and started again"
+    new_dockerd=$(e2e_dockerd_pid)
+    e2e_eq "a new dockerd runs" yes "$( [ -n "$new_dockerd" ] && [ "$new_dockerd" != "$old_dockerd" ] && echo yes)"
     wait_plugin_socket
     local i
     for i in $(seq 1 20); do
