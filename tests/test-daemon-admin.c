@@ -442,12 +442,7 @@ Test(admin, partition_adopt_lets_a_hot_plugged_partition_take_volumes)
 	char mp[400];
 	json_t *j;
 
-	testbed_stop(&tb, SIGTERM);
-	testbed_part_mountpoint(&tb, 1, mp, sizeof(mp));
-	(void)umount2(mp, MNT_DETACH);
-	cr_assert_eq(testbed_detach(&tb, 1), 0);
-	cr_assert_eq(testbed_start(&tb, selftest_off), 0);
-	cr_assert_eq(testbed_attach(&tb, 1), 0);
+	testbed_replug_while_running(&tb, 1, selftest_off);
 	/* A create that names it rescans, finds it, and is refused: read-only until adopted. */
 	cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"late\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[1].label), 0);
 	cr_assert(strstr(client_err(&rep), "nvmevol partition adopt"), "%s", client_err(&rep));

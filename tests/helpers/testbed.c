@@ -51,6 +51,18 @@ static int losetup_show(const char *image, bool direct, char *dev, size_t len)
 	return 0;
 }
 
+void testbed_replug_while_running(Testbed *tb, int i, const char *const *extra_env)
+{
+	char mp[400];
+
+	testbed_stop(tb, SIGTERM);
+	testbed_part_mountpoint(tb, i, mp, sizeof(mp));
+	(void)umount2(mp, MNT_DETACH);
+	cr_assert_eq(testbed_detach(tb, i), 0, "cannot detach partition %d", i);
+	cr_assert_eq(testbed_start(tb, extra_env), 0, "the daemon did not start again");
+	cr_assert_eq(testbed_attach(tb, i), 0, "cannot attach partition %d again", i);
+}
+
 int testbed_attach(Testbed *tb, int i)
 {
 	TestbedPartition *p = &tb->parts[i];

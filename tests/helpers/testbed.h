@@ -62,6 +62,13 @@ void testbed_part_mountpoint(Testbed *tb, int i, char *buf, size_t len);
 void testbed_volume_dir(Testbed *tb, int i, const char *name, char *buf, size_t len);
 int testbed_detach(Testbed *tb, int i);
 int testbed_attach(Testbed *tb, int i);
+/*
+ * Partition @i as a disk hot-plugged from elsewhere: the daemon is stopped,
+ * the partition unmounted and detached, the daemon started again with
+ * @extra_env (it no longer knows the partition), and the disk attached while
+ * it runs. Fails the test on any error.
+ */
+void testbed_replug_while_running(Testbed *tb, int i, const char *const *extra_env);
 
 /* API shortcuts: return 0 on success (no Err), else -1 with *ret_err set (borrowed until the next call). */
 int tb_call(Testbed *tb, const char *endpoint, ClientReply *ret, const char *fmt, ...)
