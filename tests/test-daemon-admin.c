@@ -439,7 +439,6 @@ Test(admin, mount_users_finds_a_namespace_that_holds_the_bind)
 
 Test(admin, partition_adopt_lets_a_hot_plugged_partition_take_volumes)
 {
-	char mp[400];
 	json_t *j;
 
 	testbed_replug_while_running(&tb, 1, selftest_off);
