@@ -9,13 +9,18 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/fanotify.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "helpers/testbed.h"
+#include "pool/quota.h"
 
 static Testbed tb;
 static ClientReply rep;
@@ -171,4 +176,107 @@ Test(clone_quota, a_mounted_source_under_quota_is_cloned_with_the_freeze)
 	vol_path("live", "after", p, sizeof(p));
 	cr_assert_eq(testbed_write_bytes(p, 1 << 20, false, &err), 1 << 20, "%s", strerror(err));
 	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"live\",\"ID\":\"m\"}"), 0);
+}
+
+typedef struct SlowClone {
+	ClientReply rep;
+	int r;
+	atomic_bool done;
+} SlowClone;
+
+static void *clone_thread(void *arg)
+{
+	SlowClone *c = arg;
+
+	c->r = tb_call(&tb, "Create", &c->rep, "{\"Name\":\"twin\",\"Opts\":{\"from\":\"src\"}}");
+	atomic_store(&c->done, true);
+	return NULL;
+}
+
+/* The next open of a marked file (the daemon's, in the clone), within 60 s. */
+static struct fanotify_event_metadata wait_open(int fan)
+{
+	struct fanotify_event_metadata ev;
+	struct pollfd pfd = { .fd = fan, .events = POLLIN };
+
+	cr_assert_eq(poll(&pfd, 1, 60000), 1, "the clone never opened the marked file");
+	cr_assert_eq(read(fan, &ev, sizeof(ev)), (ssize_t)sizeof(ev));
+	return ev;
+}
+
+static void answer(int fan, struct fanotify_event_metadata *ev, uint32_t response)
+{
+	struct fanotify_response resp = { .fd = ev->fd, .response = response };
+
+	cr_assert_eq(write(fan, &resp, sizeof(resp)), (ssize_t)sizeof(resp));
+	close(ev->fd);
+}
+
+/*
+ * Issue 19 item 3: a Create joined the registry only after its clone, and a
+ * resize took only its own volume's op_lock, so a resize of an unlimited
+ * volume during a long clone took the same lowest free project ID; the
+ * failed clone's rollback then cleared the limit the resized volume depended
+ * on. The clone is held (a fanotify permission event on a source file) while
+ * the resize runs through the admin socket, then its open is refused.
+ */
+Test(clone_quota, a_resize_during_a_clone_gets_another_id_and_keeps_its_limit_after_the_rollback)
+{
+	char p[800], admin_sock[400], twin_dir[700];
+	struct fanotify_event_metadata ev;
+	SlowClone c = { .r = 0 };
+	ClientReply rz = { 0 };
+	uint32_t twin_id = 0;
+	long long plain_id;
+	pthread_t t;
+	int fan, fd;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"src\",\"Opts\":{\"size\":\"32M\"}}"), 0, "%s",
+		     client_err(&rep));
+	fill("src", 1 << 20, 3);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"plain\"}"), 0, "%s", client_err(&rep));
+	fan = fanotify_init(FAN_CLASS_CONTENT | FAN_CLOEXEC, O_RDONLY | O_CLOEXEC);
+	if (fan < 0)
+		cr_skip_test("fanotify permission events unavailable: %s", strerror(errno));
+	vol_path("src", "data", p, sizeof(p));
+	cr_assert_eq(fanotify_mark(fan, FAN_MARK_ADD, FAN_OPEN_PERM, AT_FDCWD, p), 0, "fanotify_mark: %s", strerror(errno));
+
+	cr_assert_eq(pthread_create(&t, NULL, clone_thread, &c), 0);
+	ev = wait_open(fan);
+	/* The clone is under way: its directory has its (reserved) project ID. */
+	testbed_volume_dir(&tb, 0, "twin", twin_dir, sizeof(twin_dir));
+	fd = open(twin_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cr_assert_geq(fd, 0, "no clone directory while the clone runs: %s", strerror(errno));
+	cr_assert_eq(quota_get_project(fd, &twin_id, NULL), 0);
+	close(fd);
+	cr_assert_geq(twin_id, QUOTA_PROJID_MIN, "the clone has no project ID of its own yet");
+
+	snprintf(admin_sock, sizeof(admin_sock), "%s/nvmevol-admin.sock", tb.dir);
+	cr_assert_geq(client_post(admin_sock, "/Admin.VolumeResize", &rz,
+				  "{\"Name\":\"plain\",\"Changes\":{\"size\":\"16M\"}}"), 0);
+	cr_assert_eq(rz.status, 200, "resize: %u %s", rz.status, rz.body);
+	cr_assert_str_empty(client_err(&rz), "%s", client_err(&rz));
+	plain_id = json_integer_value(json_object_get(rz.json, "project_id"));
+	client_reply_done(&rz);
+
+	/* Now the clone fails: its rollback clears the limit of its own ID. */
+	answer(fan, &ev, FAN_DENY);
+	while (!atomic_load(&c.done)) {
+		struct pollfd pfd = { .fd = fan, .events = POLLIN };
+
+		if (poll(&pfd, 1, 100) == 1) {
+			ev = wait_open(fan);
+			answer(fan, &ev, FAN_ALLOW);
+		}
+	}
+	pthread_join(t, NULL);
+	close(fan);
+	cr_expect_neq(c.r, 0, "the clone did not fail: %s", c.rep.body);
+	client_reply_done(&c.rep);
+
+	cr_expect_neq(plain_id, (long long)twin_id, "the resize took the project ID that the clone held");
+	cr_expect_eq(quota_field("plain", "project_id"), plain_id);
+	cr_expect_eq(quota_field("plain", "enforced_limit_bytes"), 16 << 20,
+		     "the failed clone's rollback cleared the resized volume's limit");
+	cr_expect_neq(tb_call(&tb, "Get", &rep, "{\"Name\":\"twin\"}"), 0, "the failed clone exists");
 }

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
@@ -206,5 +207,76 @@ Test(quota_daemon, start_repairs_a_missing_project_or_limit)
 	cr_assert_eq(quota_get_project(fd, &got, NULL), 0);
 	cr_expect_eq(got, (uint32_t)id, "project ID not repaired");
 	close(fd);
+	close(rootfd);
+}
+
+/* "<partition>/nvmevol/@sub" opened, for planting what a test needs there. */
+static int open_tree(const char *sub)
+{
+	char partmp[400], p[600];
+	int fd;
+
+	testbed_part_mountpoint(&tb, 0, partmp, sizeof(partmp));
+	snprintf(p, sizeof(p), "%s/nvmevol/%s", partmp, sub);
+	fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cr_assert_geq(fd, 0, "open %s: %s", p, strerror(errno));
+	return fd;
+}
+
+/*
+ * Issue 19 item 3: IDs came from the registry, the shadows and the trash
+ * only, so a directory in the quarantine kept its ID on disk while a new
+ * volume got the same one: the orphan's data counted against the new
+ * volume's limit, and a later limit on it bound both.
+ */
+Test(quota_daemon, an_id_carried_by_a_quarantined_directory_is_not_handed_out)
+{
+	int qfd = open_tree("quarantine"), fd, r;
+	uint32_t got = 0;
+
+	cr_assert_eq(mkdirat(qfd, "orphan.1700000000", 0700), 0);
+	fd = openat(qfd, "orphan.1700000000", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	r = quota_set_project(fd, QUOTA_PROJID_MIN);
+	cr_assert_eq(r, 0, "quota_set_project: %s", strerror(-r));
+	close(openat(fd, "data", O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"fresh\",\"Opts\":{\"size\":\"8M\"}}"), 0, "%s", client_err(&rep));
+	cr_expect_neq(qint(quota_status("fresh"), "project_id"), QUOTA_PROJID_MIN,
+		      "the new volume got the ID of a quarantined directory");
+	cr_expect_eq(qint(quota_status("fresh"), "enforced_limit_bytes"), 8 << 20);
+	cr_assert_eq(quota_get_project(fd, &got, NULL), 0);
+	cr_expect_eq(got, QUOTA_PROJID_MIN, "the quarantined directory's ID changed");
+	close(fd);
+	close(qfd);
+}
+
+/* The same for a volume whose record cannot be read: its placeholder in the registry has no ID. */
+Test(quota_daemon, an_id_of_a_volume_whose_record_is_unreadable_is_not_handed_out)
+{
+	QuotaUsage u = { 0 };
+	long long id;
+	int mfd, fd, rootfd;
+	char partmp[400];
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"kept\",\"Opts\":{\"size\":\"16M\"}}"), 0, "%s", client_err(&rep));
+	id = qint(quota_status("kept"), "project_id");
+	testbed_stop(&tb, SIGTERM);
+	mfd = open_tree("meta");
+	fd = openat(mfd, "kept.json", O_WRONLY | O_TRUNC | O_CLOEXEC);
+	cr_assert_geq(fd, 0, "open the record: %s", strerror(errno));
+	cr_assert_eq(write(fd, "{not json", 9), 9);
+	close(fd);
+	close(mfd);
+	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0);
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"fresh\",\"Opts\":{\"size\":\"8M\"}}"), 0, "%s", client_err(&rep));
+	cr_expect_neq(qint(quota_status("fresh"), "project_id"), id,
+		      "the new volume got the ID that the unreadable volume's directory carries");
+	testbed_part_mountpoint(&tb, 0, partmp, sizeof(partmp));
+	rootfd = open(partmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cr_assert_geq(rootfd, 0);
+	cr_assert_eq(quota_get(rootfd, (uint32_t)id, &u), 0);
+	cr_expect_eq(u.bytes_hard, 16 << 20, "the unreadable volume's limit was overwritten");
 	close(rootfd);
 }

@@ -10,11 +10,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/fanotify.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -71,6 +73,17 @@ static void touch_at(int dfd, const char *name, const char *content)
 	close(fd);
 }
 
+/* mkdir @name in @dfd and open it. */
+static int mkdir_open(int dfd, const char *name)
+{
+	int fd;
+
+	cr_assert_eq(mkdirat(dfd, name, 0755), 0, "mkdir %s: %s", name, strerror(errno));
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cr_assert_geq(fd, 0, "open %s: %s", name, strerror(errno));
+	return fd;
+}
+
 /*
  * <root>/@top/d/d/.../d, @depth directories below @top, with a file "f" in
  * every @files_every-th level and a sibling directory "s" (holding a file) in
@@ -78,17 +91,11 @@ static void touch_at(int dfd, const char *name, const char *content)
  */
 static void make_chain(const char *top, int depth, int files_every, int side_every)
 {
-	int fd;
+	int fd = mkdir_open(root_fd, top);
 
-	cr_assert_eq(mkdirat(root_fd, top, 0755), 0);
-	fd = openat(root_fd, top, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	cr_assert_geq(fd, 0);
 	for (int level = 1; level <= depth; level++) {
-		int next;
+		int next = mkdir_open(fd, "d");
 
-		cr_assert_eq(mkdirat(fd, "d", 0755), 0, "mkdir at level %d: %s", level, strerror(errno));
-		next = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		cr_assert_geq(next, 0, "open at level %d: %s", level, strerror(errno));
 		close(fd);
 		fd = next;
 		if (files_every && level % files_every == 0)
@@ -228,6 +235,131 @@ Test(rmrf, never_crosses_a_mount_even_a_bind_of_the_same_filesystem)
 	cr_expect_eq(rm_rf_at(root_fd, "tree"), 0);
 	cr_expect_not(exists_at(root_fd, "tree"));
 	cr_expect(exists_at(root_fd, "outside/precious"));
+}
+
+/* Level @level's name in the named chains below: distinct at every level, of varying length. */
+static void level_name(int level, char *buf, size_t len)
+{
+	snprintf(buf, len, "lvl%02d%.*s", level, level % 7, "-------");
+}
+
+/*
+ * <root>/@top/lvl01/lvl02-/.../lvl@depth, a file in every level; with
+ * @collide, each level L-1 of the first @depth-16 also holds a non-empty
+ * directory named like level L+16: the name that overwrote level L's in a
+ * 16-slot ring (the walk had 16 levels open below L when it entered L+16).
+ */
+static void make_named_chain(const char *top, int depth, bool collide)
+{
+	char name[32];
+	int fd = mkdir_open(root_fd, top);
+
+	for (int level = 1; level <= depth; level++) {
+		int next;
+
+		level_name(level, name, sizeof(name));
+		next = mkdir_open(fd, name);
+		/* After the chain's level: read after it, so still there when the walk pops back from the chain. */
+		if (collide && level + 16 <= depth) {
+			int sfd;
+
+			level_name(level + 16, name, sizeof(name));
+			sfd = mkdir_open(fd, name);
+			touch_at(sfd, "inside", "s");
+			close(sfd);
+		}
+		close(fd);
+		fd = next;
+		touch_at(fd, "f", "x");
+	}
+	close(fd);
+}
+
+/* "@top/lvl01/lvl02-/..." down to @level, relative to the filesystem root. */
+static void named_path(const char *top, int level, char *buf, size_t len)
+{
+	size_t n = (size_t)snprintf(buf, len, "%s", top);
+	char name[32];
+
+	for (int i = 1; i <= level && n + sizeof(name) < len; i++) {
+		level_name(i, name, sizeof(name));
+		n += (size_t)snprintf(buf + n, len - n, "/%s", name);
+	}
+}
+
+/*
+ * Issue 19 item 4: the names were kept in a 16-slot ring, so popping back to a
+ * level more than 16 above the deepest one rmdir'ed the name of a deeper
+ * level. The old chain test names every level "d", which hides it. With no
+ * such name in the parent that rmdir only fails with ENOENT and the re-read
+ * parent finds the directory again (so this one held even then); the next
+ * test gives the wrong name something to hit.
+ */
+Test(rmrf, distinct_names_at_every_level_are_all_removed)
+{
+	make_named_chain("tree", 40, false);
+	cr_expect_eq(rm_rf_at(root_fd, "tree"), 0);
+	cr_expect_not(exists_at(root_fd, "tree"), "a tree with distinct names at 40 levels was left");
+}
+
+/*
+ * Each sibling named like a deeper level is removed by its own walk, never
+ * rmdir'ed in that level's place: the ring's wrong name hit the non-empty
+ * sibling (ENOTEMPTY), the level stayed, and so did the tree (a Remove's
+ * trash entry, retried at every start).
+ */
+Test(rmrf, a_non_empty_sibling_named_like_a_deeper_level)
+{
+	make_named_chain("tree", 40, true);
+	cr_expect_eq(rm_rf_at(root_fd, "tree"), 0);
+	cr_expect_not(exists_at(root_fd, "tree"), "the tree was left");
+}
+
+/*
+ * The same, with the siblings made unremovable (an immutable file in each):
+ * they survive with their content, and everything else goes, the whole chain
+ * next to them included.
+ */
+Test(rmrf, an_unremovable_sibling_named_like_a_deeper_level_survives_alone)
+{
+	char rel[1024], name[32];
+	int flags = FS_IMMUTABLE_FL, fd, r;
+
+	make_named_chain("tree", 40, true);
+	for (int level = 1; level + 16 <= 40; level++) {
+		named_path("tree", level - 1, rel, sizeof(rel));
+		level_name(level + 16, name, sizeof(name));
+		snprintf(rel + strlen(rel), sizeof(rel) - strlen(rel), "/%s/inside", name);
+		fd = openat(root_fd, rel, O_RDONLY | O_CLOEXEC);
+		cr_assert_geq(fd, 0, "open %s: %s", rel, strerror(errno));
+		cr_assert_eq(ioctl(fd, FS_IOC_SETFLAGS, &flags), 0, "chattr +i: %s", strerror(errno));
+		close(fd);
+	}
+	r = rm_rf_at(root_fd, "tree");
+	for (int level = 1; level + 16 <= 40; level++) {
+		named_path("tree", level - 1, rel, sizeof(rel));
+		level_name(level + 16, name, sizeof(name));
+		snprintf(rel + strlen(rel), sizeof(rel) - strlen(rel), "/%s/inside", name);
+		cr_expect(exists_at(root_fd, rel), "the sibling %s was removed", rel);
+		/* Undo, so that the testbed can go. */
+		fd = openat(root_fd, rel, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			int none = 0;
+			(void)ioctl(fd, FS_IOC_SETFLAGS, &none);
+			close(fd);
+		}
+	}
+	cr_expect_eq(r, -EPERM, "rm_rf_at: %d", r);
+	/* Levels 0..23 hold a sibling, so they stay as its path, and nothing else of them: level 24 goes. */
+	named_path("tree", 24, rel, sizeof(rel));
+	cr_expect_not(exists_at(root_fd, rel), "the chain below the last sibling was left");
+	for (int level = 1; level <= 23; level++) {
+		named_path("tree", level, rel, sizeof(rel));
+		strcat(rel, "/f");
+		cr_expect_not(exists_at(root_fd, rel), "%s was left", rel);
+	}
+	cr_expect_eq(rm_rf_at(root_fd, "tree"), 0);
+	cr_expect_not(exists_at(root_fd, "tree"));
 }
 
 typedef struct Walk {

@@ -126,9 +126,12 @@ static int ensure_project(Manager *m, Volume *v, PartitionFs *fs, int dirfd, uin
 	if (sizelimit_wanted(&v->opts))
 		return 0; /* limited since create (PROJINHERIT from the start) or since a complete walk */
 	if (!v->projid) {
-		id = sizelimit_allocate_id(m->reg, v->part, fs);
-		if (!id)
-			return errmsg_set(reterr_msg, -ENOSPC, "no free XFS project ID on the partition of volume %s", v->name);
+		r = sizelimit_reserve_id(&m->projids, m->reg, v->part, fs, &id);
+		if (r == -ENOSPC)
+			return errmsg_set(reterr_msg, r, "no free XFS project ID on the partition of volume %s", v->name);
+		if (r < 0)
+			return errmsg_set(reterr_msg, r, "cannot read which XFS project IDs are in use on the partition "
+					  "of volume %s: %s", v->name, errno_str(r));
 		registry_write_lock(m->reg);
 		v->projid = id;
 		registry_unlock(m->reg);
@@ -137,8 +140,10 @@ static int ensure_project(Manager *m, Volume *v, PartitionFs *fs, int dirfd, uin
 			registry_write_lock(m->reg);
 			v->projid = 0;
 			registry_unlock(m->reg);
+			sizelimit_release(&m->projids, v->part, fs, id);
 			return errmsg_set(reterr_msg, r, "cannot write the record of volume %s: %s", v->name, errno_str(r));
 		}
+		sizelimit_commit_id(&m->projids, v->part, id); /* the registry and the record carry it */
 	}
 	log_info("volume %s: counting its usage under XFS project %u (walking its files)", v->name, v->projid);
 	return sizelimit_tag_tree(fs, dirfd, v->projid, ret_tagged, reterr_msg);

@@ -8,6 +8,7 @@
 #include "settings.h"
 #include "manager/manager.h"
 #include "pool/pool.h"
+#include "pool/projid.h"
 #include "volume/registry.h"
 #include "pool/store.h"
 #include "pool/trash.h"
@@ -22,6 +23,7 @@ struct Manager {
 	Store *store;
 	Binds *binds;
 	Trash *trash;
+	ProjidAlloc projids; /* every project ID handed out (sizelimit.c); its lock is a leaf but for the registry's */
 
 	pthread_mutex_t create_lock; /* serialises Create, Remove and the admin operations that add or drop volumes */
 	pthread_mutex_t rescan_lock; /* one rescan at a time, together with loading what it attached */

@@ -512,7 +512,7 @@ int manager_start(Manager *m, char **reterr_msg)
 		if (fs && !v->indexed && store_save_index(m->store, v) < 0)
 			log_error("volume %s: cannot write its index entry; Get will not know it if its partition goes missing",
 				  v->name);
-		if (fs && sizelimit_repair(m->reg, fs, v, &changed) == 0 && changed)
+		if (fs && sizelimit_repair(&m->projids, m->reg, fs, v, &changed) == 0 && changed)
 			(void)store_save_record(fs, v);
 		partition_fs_put(fs);
 		volume_unref(v);

@@ -30,6 +30,7 @@ int manager_new(const Settings *cfg, Manager **ret)
 		return -ENOMEM;
 	m->cfg = cfg;
 	pthread_mutex_init(&m->create_lock, NULL);
+	projid_alloc_init(&m->projids);
 	pthread_mutex_init(&m->rescan_lock, NULL);
 	r = pool_new(cfg, &m->pool);
 	if (r == 0)
@@ -55,6 +56,7 @@ Manager *manager_free(Manager *m)
 	store_free(m->store);
 	pool_free(m->pool);
 	pthread_mutex_destroy(&m->create_lock);
+	projid_alloc_done(&m->projids);
 	pthread_mutex_destroy(&m->rescan_lock);
 	free(m);
 	return NULL;
@@ -176,7 +178,7 @@ static int make_volume_dir(Manager *m, Volume *v, PartitionFs *fs, const char *p
 	    fchmod(fd, v->opts.has_mode ? v->opts.mode : 0755) < 0)
 		return errmsg_set(reterr_msg, negative_errno(), "cannot set owner or mode of the volume directory: %s",
 				  errno_str(errno));
-	r = sizelimit_apply_new(m->reg, fs, v, fd, reterr_msg);
+	r = sizelimit_apply_new(&m->projids, m->reg, fs, v, fd, reterr_msg);
 	if (r < 0)
 		return r;
 	if (fsync(fd) < 0 || fsync(fs->volumes_fd) < 0)
@@ -249,6 +251,8 @@ static int commit_volume(Manager *m, Volume *v, PartitionFs *fs, const char *pna
 		errmsg_set(reterr_msg, r, "cannot register the volume: %s", errno_str(r));
 		goto rollback;
 	}
+	/* Reserved until now: a resize during the clone could otherwise have taken the same ID. */
+	sizelimit_commit_id(&m->projids, v->part, v->projid);
 	return 0;
 
 rollback:
@@ -259,7 +263,7 @@ rollback:
 		(void)rm_rf_at(fs->volumes_fd, v->name);
 		(void)fsync(fs->volumes_fd);
 	}
-	sizelimit_release(fs, v->projid);
+	sizelimit_release(&m->projids, v->part, fs, v->projid);
 	if (made_index)
 		(void)store_delete_index(m->store, v->name);
 	log_warning("volume %s: create failed and was rolled back: %s", v->name,

@@ -29,83 +29,86 @@ int sizelimit_check_create(PartitionFs *fs, const char *partition_name, const Vo
 			  partition_name);
 }
 
-typedef struct IdList {
-	uint32_t *ids;
-	size_t n, cap;
-	PartitionFs *fs;
+typedef struct Scan {
+	Registry *reg;
 	Partition *part;
-	int err;
-} IdList;
+	PartitionFs *fs;
+	ProjidSet *used;
+	int dirfd; /* the directory being listed */
+} Scan;
 
-static void push_id(IdList *l, uint32_t id)
+static void add_shadow(Volume *shadow, void *userdata)
 {
-	if (l->err || !id)
-		return;
-	if (l->n == l->cap) {
-		size_t c = l->cap ? l->cap * 2 : 64;
-		uint32_t *ni = realloc(l->ids, c * sizeof(*ni));
-		if (!ni) {
-			l->err = -ENOMEM;
-			return;
-		}
-		l->ids = ni;
-		l->cap = c;
-	}
-	l->ids[l->n++] = id;
+	Scan *sc = userdata;
+
+	if (shadow->part == sc->part)
+		projid_set_add(sc->used, shadow->projid);
 }
 
-static void push_shadow(Volume *shadow, void *userdata)
+static int add_dir_projid(const char *name, void *userdata)
 {
-	IdList *l = userdata;
+	Scan *sc = userdata;
+	_cleanup_close_ int fd = -EBADF;
+	uint32_t id = 0;
+	int r;
 
-	if (shadow->part == l->part)
-		push_id(l, shadow->projid);
+	/* O_DIRECTORY before the open: never a device's or a FIFO's open(). A file there carries no ID we hand out. */
+	fd = openat(sc->dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT || errno == ENOTDIR || errno == ELOOP ? 0 : negative_errno();
+	r = quota_get_project(fd, &id, NULL);
+	if (r == -ENOTTY || r == -EOPNOTSUPP)
+		return 0; /* no project IDs on this filesystem: nothing carries one */
+	if (r < 0)
+		return r;
+	projid_set_add(sc->used, id);
+	return 0;
 }
 
-/* The project IDs still charged on @part: live volumes, shadowed records, directories in the trash. */
-static int collect_used_ids(Registry *reg, Partition *part, PartitionFs *fs, IdList *l)
+/*
+ * The project IDs in use on @part: live volumes and shadowed records, then
+ * what the top directories of volumes/, trash/ and quarantine/ really carry
+ * (a volume whose record is unreadable, a directory in the trash or moved to
+ * the quarantine). The registry is read first: a volume removed meanwhile has
+ * its directory in the trash before it leaves the registry.
+ */
+static void collect_used_ids(ProjidSet *used, void *userdata)
 {
-	struct dirent *de;
-	DIR *d;
+	Scan *sc = userdata;
+	int dirs[] = { sc->fs->volumes_fd, sc->fs->trash_fd, sc->fs->quarantine_fd };
 
-	*l = (IdList){ .fs = fs, .part = part };
-	registry_read_lock(reg);
-	for (size_t i = 0; i < registry_size_locked(reg); i++) {
-		Volume *v = registry_at_locked(reg, i);
-		if (v->part == part)
-			push_id(l, v->projid);
+	sc->used = used;
+	registry_read_lock(sc->reg);
+	for (size_t i = 0; i < registry_size_locked(sc->reg); i++) {
+		Volume *v = registry_at_locked(sc->reg, i);
+		if (v->part == sc->part)
+			projid_set_add(used, v->projid);
 	}
-	registry_foreach_shadow_locked(reg, NULL, push_shadow, l);
-	registry_unlock(reg);
+	registry_foreach_shadow_locked(sc->reg, NULL, add_shadow, sc);
+	registry_unlock(sc->reg);
 
-	d = fs->trash_fd >= 0 ? opendir_fd(fs->trash_fd) : NULL;
-	while (d && (de = readdir(d))) {
-		_cleanup_close_ int fd = -EBADF;
-		uint32_t id = 0;
+	for (size_t i = 0; i < ELEMENTSOF(dirs) && !used->err; i++) {
+		int r;
 
-		if (de->d_name[0] == '.')
+		if (dirs[i] < 0)
 			continue;
-		fd = openat(fs->trash_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (fd >= 0 && quota_get_project(fd, &id, NULL) == 0)
-			push_id(l, id);
+		sc->dirfd = dirs[i];
+		r = dir_foreach_name(dirs[i], add_dir_projid, sc);
+		if (r < 0 && !used->err)
+			used->err = r; /* an incomplete scan could hand out an ID in use */
 	}
-	if (d)
-		closedir(d);
-	if (l->err)
-		free(l->ids);
-	return l->err;
 }
 
-uint32_t sizelimit_allocate_id(Registry *reg, Partition *part, PartitionFs *fs)
+int sizelimit_reserve_id(ProjidAlloc *ids, Registry *reg, Partition *part, PartitionFs *fs, uint32_t *ret_id)
 {
-	IdList l;
-	uint32_t id;
+	Scan sc = { .reg = reg, .part = part, .fs = fs };
 
-	if (collect_used_ids(reg, part, fs, &l) < 0)
-		return 0;
-	id = quota_next_free_id(l.ids, l.n, QUOTA_PROJID_MIN);
-	free(l.ids);
-	return id;
+	return projid_reserve(ids, part, QUOTA_PROJID_MIN, collect_used_ids, &sc, ret_id);
+}
+
+void sizelimit_commit_id(ProjidAlloc *ids, Partition *part, uint32_t projid)
+{
+	projid_commit(ids, part, projid);
 }
 
 static int assign(PartitionFs *fs, const Volume *v, int dirfd, char **reterr_msg)
@@ -122,25 +125,39 @@ static int assign(PartitionFs *fs, const Volume *v, int dirfd, char **reterr_msg
 	return 0;
 }
 
-int sizelimit_apply_new(Registry *reg, PartitionFs *fs, Volume *v, int dirfd, char **reterr_msg)
+static int reserve_error(int r, char **reterr_msg)
 {
-	if (!sizelimit_wanted(&v->opts))
-		return 0;
-	v->projid = sizelimit_allocate_id(reg, v->part, fs);
-	if (!v->projid)
-		return errmsg_set(reterr_msg, -ENOSPC, "no free XFS project ID on the partition (or out of memory)");
-	return assign(fs, v, dirfd, reterr_msg);
+	if (r == -ENOSPC)
+		return errmsg_set(reterr_msg, r, "no free XFS project ID is left on the partition");
+	return errmsg_set(reterr_msg, r, "cannot read which XFS project IDs are in use on the partition: %s",
+			  errno_str(r));
 }
 
-void sizelimit_release(PartitionFs *fs, uint32_t projid)
+int sizelimit_apply_new(ProjidAlloc *ids, Registry *reg, PartitionFs *fs, Volume *v, int dirfd, char **reterr_msg)
 {
 	int r;
 
-	if (!projid || !fs->quota)
-		return;
-	r = quota_set_limit(fs->root_fd, projid, 0, 0);
+	if (!sizelimit_wanted(&v->opts))
+		return 0;
+	r = sizelimit_reserve_id(ids, reg, v->part, fs, &v->projid);
 	if (r < 0)
-		log_warning_errno(r, "cannot clear the limit of project %u", projid);
+		return reserve_error(r, reterr_msg);
+	return assign(fs, v, dirfd, reterr_msg);
+}
+
+void sizelimit_release(ProjidAlloc *ids, Partition *part, PartitionFs *fs, uint32_t projid)
+{
+	int r;
+
+	if (!projid)
+		return;
+	/* Still reserved while its limits go: nobody else can have set limits on it yet. */
+	if (fs->quota) {
+		r = quota_set_limit(fs->root_fd, projid, 0, 0);
+		if (r < 0)
+			log_warning_errno(r, "cannot clear the limit of project %u", projid);
+	}
+	projid_release(ids, part, projid);
 }
 
 json_t *sizelimit_status(PartitionFs *fs, const VolumeOptions *o, uint32_t projid)
@@ -189,7 +206,7 @@ static bool byte_limit_matches(int root_fd, uint64_t have, uint64_t want)
 	return have >= want && have - want < block;
 }
 
-int sizelimit_repair(Registry *reg, PartitionFs *fs, Volume *v, bool *ret_changed)
+int sizelimit_repair(ProjidAlloc *ids, Registry *reg, PartitionFs *fs, Volume *v, bool *ret_changed)
 {
 	_cleanup_close_ int fd = -EBADF;
 	_cleanup_free_ char *err = NULL;
@@ -220,9 +237,15 @@ int sizelimit_repair(Registry *reg, PartitionFs *fs, Volume *v, bool *ret_change
 	if (fd < 0)
 		return negative_errno();
 	if (!v->projid) {
-		v->projid = sizelimit_allocate_id(reg, v->part, fs);
-		if (!v->projid)
-			return -ENOSPC;
+		uint32_t nid;
+
+		r = sizelimit_reserve_id(ids, reg, v->part, fs, &nid);
+		if (r < 0)
+			return r;
+		registry_write_lock(reg);
+		v->projid = nid;
+		registry_unlock(reg);
+		sizelimit_commit_id(ids, v->part, nid); /* the registry carries it */
 		*ret_changed = true;
 	}
 	r = quota_get_project(fd, &id, &inherit);

@@ -11,6 +11,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "util/alloc-util.h"
 #include "util/fs-util.h"
 #include "util/io-util.h"
 #include "util/macro.h"
@@ -223,8 +224,11 @@ int mkdir_p_open(const char *path, mode_t mode, int *ret_fd)
  * re-opened on the way back up through "..", accepted only if its dev/ino is
  * the one remembered for that level (a directory moved away underneath the
  * walk makes it stop with -ESTALE instead of deleting in its new place). A
- * re-opened directory is read again from its start. Memory: one inode number
- * per level of depth, plus one per directory that could not be emptied.
+ * re-opened directory is read again from its start. Every level's name is
+ * kept for the whole time it is on the path (not only the open window's):
+ * it is what the parent's rmdir needs on the way back up. Memory: an inode
+ * number, an offset and the name per level of depth, plus one inode number
+ * per directory that could not be emptied.
  */
 #define RM_RF_OPEN_MAX 16
 
@@ -254,16 +258,23 @@ static bool file_mount_same(const FileMount *a, const FileMount *b)
 	return a->dev == b->dev && a->mnt_id == b->mnt_id;
 }
 
+typedef struct RmRfLevel {
+	ino_t ino;	 /* the directory at this level of the current path */
+	size_t name_off; /* its name in the level above, in RmRf.names (unused for the top) */
+} RmRfLevel;
+
 typedef struct RmRf {
 	FileMount top;
-	ino_t *inos; /* inos[L]: the directory at level L of the current path (0: the top) */
+	RmRfLevel *levels; /* levels[L]: level L of the current path (0: the top) */
+	size_t cap_levels;
+	char *names; /* the names of levels 1..depth, each NUL-terminated, in order */
+	size_t len_names, cap_names;
 	size_t depth;	/* the level being read */
 	size_t low;	/* levels low..depth have an open stream */
 	size_t failed;	/* levels below this could not be emptied (so cannot be removed) */
 	DIR *open[RM_RF_OPEN_MAX];
-	char names[RM_RF_OPEN_MAX][NAME_MAX + 1]; /* names[L % MAX]: level L's name in level L-1 */
 	ino_t *kept; /* directories left non-empty: never entered again */
-	size_t n_kept;
+	size_t n_kept, cap_kept;
 	int r;	/* the first error */
 } RmRf;
 
@@ -280,18 +291,6 @@ static void rm_rf_fail(RmRf *s, int r)
 	s->failed = s->depth + 1;
 }
 
-static int rm_rf_grow(ino_t **a, size_t n)
-{
-	/* Doubles at powers of two: amortised O(1) per level. */
-	if (n == 0 || (n & (n - 1)) == 0) {
-		ino_t *na = realloc(*a, (n ? n * 2 : 64) * sizeof(**a));
-		if (!na)
-			return -ENOMEM;
-		*a = na;
-	}
-	return 0;
-}
-
 static bool rm_rf_is_kept(const RmRf *s, ino_t ino)
 {
 	for (size_t i = 0; i < s->n_kept; i++)
@@ -303,9 +302,11 @@ static bool rm_rf_is_kept(const RmRf *s, ino_t ino)
 /* Enters directory @name of the current level (already opened as @fd). */
 static int rm_rf_push(RmRf *s, int fd, ino_t ino, const char *name)
 {
+	size_t len = strlen(name) + 1;
 	DIR *d;
 
-	if (rm_rf_grow(&s->inos, s->depth + 1) < 0) {
+	if (GROW_ARRAY(s->levels, s->cap_levels, s->depth + 2, 64) < 0 ||
+	    GROW_ARRAY(s->names, s->cap_names, s->len_names + len, 1024) < 0) {
 		(void)close(fd);
 		return -ENOMEM;
 	}
@@ -313,13 +314,14 @@ static int rm_rf_push(RmRf *s, int fd, ino_t ino, const char *name)
 	if (!d)
 		return negative_errno();
 	s->depth++;
-	s->inos[s->depth] = ino;
+	s->levels[s->depth] = (RmRfLevel){ .ino = ino, .name_off = s->len_names };
+	memcpy(s->names + s->len_names, name, len);
+	s->len_names += len;
 	if (s->depth - s->low + 1 > RM_RF_OPEN_MAX) {
 		closedir(*rm_rf_slot(s, s->low));
 		s->low++;
 	}
 	*rm_rf_slot(s, s->depth) = d;
-	snprintf(s->names[s->depth % RM_RF_OPEN_MAX], NAME_MAX + 1, "%s", name);
 	return 0;
 }
 
@@ -328,6 +330,7 @@ static int rm_rf_pop(RmRf *s)
 {
 	size_t level = s->depth;
 	DIR *d = *rm_rf_slot(s, level);
+	const char *name = s->names + s->levels[level].name_off;
 	bool emptied = s->failed <= level;
 	int pfd;
 
@@ -339,7 +342,7 @@ static int rm_rf_pop(RmRf *s)
 		pfd = openat(dirfd(d), "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (pfd < 0)
 			return negative_errno();
-		if (file_mount_of(pfd, &fm) < 0 || !file_mount_same(&fm, &s->top) || fm.ino != s->inos[level - 1]) {
+		if (file_mount_of(pfd, &fm) < 0 || !file_mount_same(&fm, &s->top) || fm.ino != s->levels[level - 1].ino) {
 			(void)close(pfd);
 			return -ESTALE;
 		}
@@ -351,17 +354,17 @@ static int rm_rf_pop(RmRf *s)
 	}
 	closedir(d);
 	s->depth--;
-	if (emptied && unlinkat(dirfd(*rm_rf_slot(s, s->depth)), s->names[level % RM_RF_OPEN_MAX], AT_REMOVEDIR) < 0 &&
-	    errno != ENOENT) {
+	if (emptied && unlinkat(dirfd(*rm_rf_slot(s, s->depth)), name, AT_REMOVEDIR) < 0 && errno != ENOENT) {
 		rm_rf_fail(s, negative_errno());
 		emptied = false;
 	}
+	s->len_names = s->levels[level].name_off;
 	if (!emptied) {
 		/* It stays, so its parent cannot be removed either; and it is never entered again. */
 		s->failed = level;
-		if (rm_rf_grow(&s->kept, s->n_kept) < 0)
+		if (GROW_ARRAY(s->kept, s->cap_kept, s->n_kept + 1, 64) < 0)
 			return -ENOMEM;
-		s->kept[s->n_kept++] = s->inos[level];
+		s->kept[s->n_kept++] = s->levels[level].ino;
 	}
 	return 0;
 }
@@ -428,12 +431,12 @@ int rm_rf_children(int dirfd)
 	r = file_mount_of(dirfd, &s.top);
 	if (r < 0)
 		return r;
-	if (rm_rf_grow(&s.inos, 0) < 0)
+	if (GROW_ARRAY(s.levels, s.cap_levels, 1, 64) < 0)
 		return -ENOMEM;
-	s.inos[0] = s.top.ino;
+	s.levels[0] = (RmRfLevel){ .ino = s.top.ino };
 	s.open[0] = opendir_fd(dirfd);
 	if (!s.open[0]) {
-		free(s.inos);
+		free(s.levels);
 		return negative_errno();
 	}
 
@@ -455,7 +458,8 @@ int rm_rf_children(int dirfd)
 	}
 	for (size_t l = s.low; l <= s.depth; l++)
 		closedir(*rm_rf_slot(&s, l));
-	free(s.inos);
+	free(s.levels);
+	free(s.names);
 	free(s.kept);
 	return r < 0 ? r : s.r;
 }

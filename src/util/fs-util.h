@@ -50,8 +50,8 @@ int mkdir_p_open(const char *path, mode_t mode, int *ret_fd);
  * crossed (another device or mount ID: also a bind mount of the same
  * filesystem); a mount point found inside makes it fail with -EXDEV and leaves
  * that subtree alone, everything else is removed. A directory moved out of the
- * tree while the walk is below it stops the walk with -ESTALE. Memory: 8 bytes
- * per level of depth.
+ * tree while the walk is below it stops the walk with -ESTALE. Memory: the
+ * current path's names plus 16 bytes per level of depth.
  */
 int rm_rf_children(int dirfd);
 
