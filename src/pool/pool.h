@@ -23,7 +23,8 @@
  *    owned by manager-selftest.c: created once and published with a release
  *    store, it carries its own mutex for the cached result and the history
  *    (so Get and the metrics never wait for a running self-test); health_lock
- *    and health_cache belong to manager-health.c and are guarded by health_lock.
+ *    and health_cache belong to manager-health.c and are guarded by health_lock,
+ *    which is never held across an NVMe admin command.
  *  - scans are serialised by their own mutex; the pool mutex is never held
  *    across a mount or any other slow call, and is the innermost lock of the
  *    program (take nothing else while holding it).
