@@ -182,6 +182,26 @@ static json_t *pool_partition_json(Manager *m, Partition *part, size_t n_volumes
 	return p;
 }
 
+/* The devices the last scan skipped because their probe did not answer: [{"device","since","partition_uuid"?}]. */
+static json_t *silent_devices_json(Manager *m)
+{
+	_cleanup_free_ PoolSilentDevice *silent = NULL;
+	size_t n = pool_silent_devices(m->pool, &silent);
+	json_t *arr = json_array();
+
+	for (size_t i = 0; arr && i < n; i++) {
+		char stamp[40];
+		json_t *e;
+
+		format_rfc3339(silent[i].since, stamp, sizeof(stamp));
+		e = json_pack("{s:s,s:s}", "device", silent[i].device, "since", stamp);
+		if (e && silent[i].partition_uuid[0])
+			json_object_set_new(e, "partition_uuid", json_string(silent[i].partition_uuid));
+		json_array_append_new(arr, e);
+	}
+	return arr;
+}
+
 json_t *manager_status_json(Manager *m)
 {
 	json_t *j = json_object(), *parts = json_array(), *vols = json_array();
@@ -215,6 +235,7 @@ json_t *manager_status_json(Manager *m)
 	free(per_part);
 	json_object_set_new(j, "partitions", parts);
 	json_object_set_new(j, "volumes", vols);
+	json_object_set_new(j, "devices_not_answering", silent_devices_json(m));
 	return j;
 fail:
 	json_decref(j);

@@ -18,6 +18,7 @@
 #include "clone/freeze.h"
 #include "pool/mount.h"
 #include "pool/pool.h"
+#include "device/probe-deadline.h"
 #include "device/probe.h"
 #include "pool/quota.h"
 #include "util/time-util.h"
@@ -39,6 +40,8 @@ struct Pool {
 	uint64_t last_scan_ms;
 	uint32_t devices_crc; /* of /proc/partitions when the last scan began */
 	bool scanned; /* the first scan is done: later ones apply the trust rule */
+	PoolSilentDevice *silent; /* devices whose probe did not answer at the last scan */
+	size_t n_silent;
 };
 
 
@@ -126,6 +129,7 @@ Pool *pool_free(Pool *p)
 		free(p->parts[i]);
 	}
 	free(p->parts);
+	free(p->silent);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->scan_lock);
 	free(p);
@@ -863,6 +867,7 @@ static uint32_t devices_fingerprint(void)
 	_cleanup_close_ int sys = -EBADF;
 	struct dirent *de;
 	uint32_t crc = 0;
+	uint64_t released;
 	size_t len = 0;
 	DIR *d;
 
@@ -888,7 +893,9 @@ static uint32_t devices_fingerprint(void)
 	}
 	if (d)
 		closedir(d);
-	return crc;
+	/* A probe that did not answer and has finished since: its device can be read now. */
+	released = probe_deadline_released();
+	return crc32c(crc, &released, sizeof(released));
 }
 
 bool pool_devices_changed(Pool *p)
@@ -902,17 +909,94 @@ bool pool_devices_changed(Pool *p)
 	return changed;
 }
 
+static bool partition_in(Partition *const *arr, size_t n, const Partition *part)
+{
+	for (size_t i = 0; i < n; i++)
+		if (arr[i] == part)
+			return true;
+	return false;
+}
+
+/*
+ * Devices whose probe did not answer: skipped, reported (pool_silent_devices()),
+ * and a present partition on one of them counts as seen: it is still mounted,
+ * and partition_verify() decides whether it still works.
+ */
+static int note_silent(Pool *p, const ProbedDevice *stuck, size_t n_stuck, Partition ***seen, size_t *n_seen)
+{
+	PoolSilentDevice *now = calloc(n_stuck ? n_stuck : 1, sizeof(*now));
+	int r = 0;
+
+	if (!now)
+		return -ENOMEM;
+	for (size_t i = 0; i < n_stuck; i++) {
+		Partition *held = NULL;
+		struct stat st;
+		bool known = false;
+
+		snprintf(now[i].device, sizeof(now[i].device), "%s", stuck[i].device);
+		now[i].since = (int64_t)time(NULL);
+		pthread_mutex_lock(&p->lock);
+		for (size_t k = 0; k < p->n_silent; k++)
+			if (streq(p->silent[k].device, now[i].device)) {
+				now[i].since = p->silent[k].since;
+				known = true;
+			}
+		for (size_t k = 0; k < p->n && stat(stuck[i].device, &st) == 0; k++)
+			if (p->parts[k]->present && p->parts[k]->dev == st.st_rdev)
+				held = p->parts[k];
+		if (held)
+			snprintf(now[i].partition_uuid, sizeof(now[i].partition_uuid), "%s", held->uuid);
+		pthread_mutex_unlock(&p->lock);
+		if (!known)
+			log_warning("device %s does not answer (its superblock was not read within %u ms): skipped until "
+				    "it does%s%s", now[i].device, PROBE_DEADLINE_MS, held ? "; it holds partition UUID " : "",
+				    held ? held->uuid : "");
+		if (held && !partition_in(*seen, *n_seen, held) && r == 0)
+			r = push_partition(seen, n_seen, held);
+	}
+	pthread_mutex_lock(&p->lock);
+	for (size_t k = 0; k < p->n_silent; k++) {
+		bool still = false;
+		for (size_t i = 0; i < n_stuck; i++)
+			still = still || streq(p->silent[k].device, now[i].device);
+		if (!still)
+			log_info("device %s answers again", p->silent[k].device);
+	}
+	free(p->silent);
+	p->silent = now;
+	p->n_silent = n_stuck;
+	pthread_mutex_unlock(&p->lock);
+	return r;
+}
+
+size_t pool_silent_devices(Pool *p, PoolSilentDevice **ret)
+{
+	size_t n;
+
+	pthread_mutex_lock(&p->lock);
+	n = p->n_silent;
+	*ret = n ? malloc(n * sizeof(**ret)) : NULL;
+	if (*ret)
+		memcpy(*ret, p->silent, n * sizeof(**ret));
+	else
+		n = 0;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
 int pool_scan(Pool *p, Partition ***ret_attached, size_t *ret_n)
 {
 	uint32_t crc;
 	_cleanup_free_ Partition **seen = NULL, **attached = NULL;
-	size_t n_seen = 0, n_attached = 0, n = 0;
-	ProbedDevice *devs = NULL;
+	size_t n_seen = 0, n_attached = 0, n = 0, n_stuck = 0;
+	ProbedDevice *devs = NULL, *stuck = NULL;
 	int r;
 
 	pthread_mutex_lock(&p->scan_lock);
 	crc = devices_fingerprint();
-	r = probe_scan(p->cfg->label_prefix, p->cfg->devices, p->cfg->n_devices, &devs, &n);
+	r = probe_scan(p->cfg->label_prefix, p->cfg->devices, p->cfg->n_devices, PROBE_DEADLINE_MS, &devs, &n, &stuck,
+		       &n_stuck);
 	if (r < 0) {
 		pthread_mutex_unlock(&p->scan_lock);
 		return log_error_errno(r, "partition discovery failed");
@@ -961,6 +1045,9 @@ int pool_scan(Pool *p, Partition ***ret_attached, size_t *ret_n)
 		}
 	}
 	probed_devices_free(devs, n);
+	if (note_silent(p, stuck, n_stuck, &seen, &n_seen) < 0 && r == 0)
+		r = -ENOMEM;
+	probed_devices_free(stuck, n_stuck);
 
 	/* Partitions that were present and are no longer detected. */
 	for (size_t k = 0; k < pool_size(p); k++) {
@@ -1037,7 +1124,7 @@ int pool_adopt(Pool *p, Partition *part, char **reterr_msg)
 	r = unmount_path(part->mountpoint);
 	if (r < 0)
 		log_warning_errno(r, "partition %s: cannot unmount the read-only mount", part->uuid);
-	r = probe_device(device, &d);
+	r = probe_device_deadline(device, PROBE_DEADLINE_MS, &d);
 	if (r < 0 || !d.uuid || !streq(d.uuid, part->uuid)) {
 		r = errmsg_set(reterr_msg, r < 0 ? r : -ENXIO, "partition %s: %s no longer holds it", part->uuid, device);
 		probed_device_done(&d);

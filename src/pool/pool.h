@@ -121,6 +121,13 @@ typedef struct PartitionInfo {
 
 typedef struct Pool Pool;
 
+/* A block device whose probe did not answer in time (probe-deadline.h): skipped by scans until it does. */
+typedef struct PoolSilentDevice {
+	char device[160];
+	int64_t since;           /* unix seconds: the first scan it did not answer */
+	char partition_uuid[64]; /* the present partition it holds, or "" */
+} PoolSilentDevice;
+
 int pool_new(const Settings *cfg, Pool **ret);
 Pool *pool_free(Pool *p);
 
@@ -133,8 +140,14 @@ Pool *pool_free(Pool *p);
 int pool_scan(Pool *p, Partition ***ret_attached, size_t *ret_n);
 /* True if no scan ran in the last @min_interval_ms (the caller then scans). */
 bool pool_scan_is_stale(Pool *p, unsigned min_interval_ms);
-/* True if the kernel's block devices (/proc/partitions) changed since the last scan: a cheap check. */
+/*
+ * True if the kernel's block devices (/proc/partitions, each disk's diskseq)
+ * changed since the last scan, or a probe that did not answer has finished
+ * since: a cheap check that never reads a device.
+ */
 bool pool_devices_changed(Pool *p);
+/* The devices the last scan skipped because they did not answer (malloc'd copy, the count returned). */
+size_t pool_silent_devices(Pool *p, PoolSilentDevice **ret);
 
 size_t pool_size(Pool *p);
 Partition *pool_get(Pool *p, size_t i);
