@@ -227,3 +227,137 @@ Test(avail, a_device_whose_reads_hang_never_holds_get_list_or_create)
 	cr_expect(!reported_silent(hang), "%s is still reported after it answers again: %s", hang, rep.body);
 	cr_expect_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"elsewhere\"}"), 0, "%s", client_err(&rep));
 }
+
+/* ---- a dd copy of a pool disk: the same XFS UUID on a second device ---- */
+
+/*
+ * An unattached loop device listed in /proc/partitions before @device (scans go in that order: the old
+ * code then met the copy first), or "" if there is none.
+ */
+static void loop_listed_before(const char *device, char *buf, size_t len)
+{
+	char line[256], name[128];
+	unsigned long long blocks;
+	FILE *f = fopen("/proc/partitions", "re");
+
+	buf[0] = '\0';
+	while (f && fgets(line, sizeof(line), f)) {
+		char path[160];
+
+		if (sscanf(line, " %*u %*u %llu %127s", &blocks, name) != 2)
+			continue;
+		snprintf(path, sizeof(path), "/dev/%s", name);
+		if (strcmp(path, device) == 0)
+			break;
+		if (!buf[0] && blocks == 0 && strncmp(name, "loop", 4) == 0 && access(path, F_OK) == 0)
+			snprintf(buf, len, "%s", path);
+	}
+	if (f)
+		fclose(f);
+}
+
+static json_t *get_partition(const char *name)
+{
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"%s\"}", name), 0, "%s", client_err(&rep));
+	return json_object_get(json_object_get(json_object_get(rep.json, "Volume"), "Status"), "partition");
+}
+
+static bool names_duplicate(json_t *partition, const char *device)
+{
+	size_t i;
+	json_t *e;
+
+	json_array_foreach(json_object_get(partition, "duplicates"), i, e)
+		if (strcmp(json_string_value(e) ?: "", device) == 0)
+			return true;
+	return false;
+}
+
+/* The original keeps its verified mount and serves; the copy is reported, never mounted: at runtime and at a restart. */
+static void check_original_served(const char *copy, const char *mountpoint, const char *file, const char *when)
+{
+	json_t *p = get_partition("orig");
+	char *line;
+	FILE *f;
+	char buf[32] = "";
+
+	cr_expect(json_is_true(json_object_get(p, "present")), "%s: the partition is not present: %s", when, rep.body);
+	cr_expect_str_eq(json_string_value(json_object_get(json_object_get(p, "device"), "path")) ?: "", tb.parts[0].device,
+			 "%s: served from another device: %s", when, rep.body);
+	cr_expect(names_duplicate(p, copy), "%s: Status does not name %s as a duplicate: %s", when, copy, rep.body);
+	line = mountinfo_line(mountpoint);
+	cr_expect(line && strstr(line, tb.parts[0].device), "%s: the partition mount is gone or changed: %s", when,
+		  line ?: "(not mounted)");
+	free(line);
+	f = fopen(file, "re");
+	cr_expect(f && fgets(buf, sizeof(buf), f) && strcmp(buf, "original\n") == 0,
+		  "%s: the volume's data is not served: %s", when, f ? buf : strerror(errno));
+	if (f)
+		fclose(f);
+}
+
+Test(avail, a_copy_of_a_pool_disk_never_displaces_its_mount)
+{
+	char copy_img[600], copy[64] = "", mp[400], dir[700], file[800], bind_file[800];
+
+	testbed_require_root();
+	testbed_init_or_fail(&tb, 1);
+	/* `dd` of the whole disk, before the daemon ever mounts it: same UUID, same label. */
+	snprintf(copy_img, sizeof(copy_img), "%s/copy.img", tb.dir);
+	cr_assert_eq(RUN("cp", "--sparse=always", tb.parts[0].image, copy_img), 0);
+	/*
+	 * Move the original to a loop device registered after two free ones, so that the copy can come
+	 * first in /proc/partitions (the order scans go in): hold the lowest free devices, re-attach it.
+	 */
+	{
+		char hold1[64], hold2[64];
+
+		cr_assert_eq(loopxfs_spawn((const char *const[]){ "losetup", "--find", "--show", "-r", copy_img, NULL },
+					   hold1, sizeof(hold1)), 0);
+		cr_assert_eq(testbed_detach(&tb, 0), 0);
+		cr_assert_eq(loopxfs_spawn((const char *const[]){ "losetup", "--find", "--show", "-r", copy_img, NULL },
+					   hold2, sizeof(hold2)), 0);
+		cr_assert_eq(testbed_attach(&tb, 0), 0);
+		cr_assert_eq(RUN("losetup", "-d", hold1), 0);
+		cr_assert_eq(RUN("losetup", "-d", hold2), 0);
+	}
+	testbed_start_or_fail(&tb, selftest_off);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"orig\"}"), 0, "%s", client_err(&rep));
+	testbed_volume_dir(&tb, 0, "orig", dir, sizeof(dir));
+	snprintf(file, sizeof(file), "%s/data", dir);
+	cr_assert_eq(RUN("sh", "-c", "echo original >\"$0\"", file), 0);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"orig\",\"ID\":\"m1\"}"), 0, "%s", client_err(&rep));
+	snprintf(bind_file, sizeof(bind_file), "%s/data",
+		 json_string_value(json_object_get(rep.json, "Mountpoint")));
+	testbed_part_mountpoint(&tb, 0, mp, sizeof(mp));
+
+	/* The copy appears while running, on a device scans meet before the original when there is one. */
+	loop_listed_before(tb.parts[0].device, copy, sizeof(copy));
+	if (copy[0])
+		cr_assert_eq(RUN("losetup", copy, copy_img), 0);
+	else
+		cr_assert_eq(loopxfs_spawn((const char *const[]){ "losetup", "--find", "--show", copy_img, NULL }, copy,
+					   sizeof(copy)), 0);
+	snprintf(tb.parts[1].device, sizeof(tb.parts[1].device), "%s", copy);
+	snprintf(tb.parts[1].image, sizeof(tb.parts[1].image), "%s", copy_img);
+	tb.parts[1].attached = true;
+	tb.n_parts = 2;
+	cr_log_info("original %s, copy %s", tb.parts[0].device, copy);
+
+	/* A rescan: the background one on the device change (an older daemon: on a Get miss). */
+	for (int i = 0; i < 30; i++) {
+		(void)tb_call(&tb, "Get", &rep, "{\"Name\":\"nosuch%d\"}", i);
+		if (names_duplicate(get_partition("orig"), copy))
+			break;
+		usleep(100 * 1000);
+	}
+	check_original_served(copy, mp, bind_file, "at runtime");
+
+	/* A restart with both attached: the partition's own mount decides. */
+	cr_assert_eq(testbed_stop(&tb, SIGTERM), 0);
+	testbed_start_or_fail(&tb, selftest_off);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"orig\",\"ID\":\"m2\"}"), 0, "%s", client_err(&rep));
+	snprintf(bind_file, sizeof(bind_file), "%s/data",
+		 json_string_value(json_object_get(rep.json, "Mountpoint")));
+	check_original_served(copy, mp, bind_file, "after a restart");
+}

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -21,6 +22,24 @@ const char *manager_volume_condition(const Volume *v, const PartitionInfo *info)
 	return v->mounted ? "mounted" : "ready";
 }
 
+/* "duplicates": the other devices that hold this partition's XFS UUID (pool.h's duplicate rule), if any. */
+static void add_duplicates(json_t *p, const PartitionInfo *info)
+{
+	json_t *arr;
+
+	if (!info->duplicates[0])
+		return;
+	arr = json_array();
+	for (const char *c = info->duplicates; arr && *c;) {
+		size_t k = strcspn(c, ",");
+
+		json_array_append_new(arr, json_stringn(c, k));
+		c += k;
+		c += strspn(c, ", ");
+	}
+	json_object_set_new(p, "duplicates", arr);
+}
+
 static json_t *partition_json(const Volume *v, const PartitionInfo *info, PartitionFs *fs)
 {
 	char label[PARTITION_NAME_MAX];
@@ -32,6 +51,7 @@ static json_t *partition_json(const Volume *v, const PartitionInfo *info, Partit
 	json_object_set_new(p, "uuid", json_string(v->partition_uuid));
 	if (info->device[0])
 		json_object_set_new(p, "device", json_string(info->device));
+	add_duplicates(p, info);
 	json_object_set_new(p, "present", json_boolean(info->present));
 	if (!info->present) {
 		json_object_set_new(p, "problem", json_string(info->problem[0] ? info->problem : "not detected"));
@@ -154,6 +174,7 @@ static json_t *pool_partition_json(Manager *m, Partition *part, size_t n_volumes
 	json_object_set_new(p, "uuid", json_string(info.uuid));
 	json_object_set_new(p, "label", json_string(label));
 	json_object_set_new(p, "device", json_string(info.device));
+	add_duplicates(p, &info);
 	json_object_set_new(p, "present", json_boolean(info.present));
 	json_object_set_new(p, "adopted", json_boolean(info.adopted));
 	json_object_set_new(p, "read_only", json_boolean(info.read_only));

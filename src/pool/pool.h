@@ -29,6 +29,11 @@
  *    across a mount or any other slow call, and is the innermost lock of the
  *    program (take nothing else while holding it).
  *
+ * Duplicate rule: of devices holding one XFS UUID (a dd copy of a disk), the
+ * one the partition is mounted from (else last used: device number, then
+ * serial; else mounted at its mount point; else the first found) is used; the
+ * others are never mounted, and are named in the partition's duplicates.
+ *
  * Device rule (device-policy.h): before a partition is mounted, the facts of
  * its block device are read from sysfs. A removable or USB device is refused
  * unless NVMEVOL_DEVICES names it, and NVMEVOL_REQUIRE_NVME=enforce refuses a
@@ -50,6 +55,7 @@
 #define PARTITION_MOUNT_OPTIONS "noatime,nodiratime,nosuid,nodev"
 #define PARTITION_LABEL_MAX 64  /* raw bytes; XFS labels are at most 12 */
 #define PARTITION_PROBLEM_MAX 512
+#define PARTITION_DUPLICATES_MAX 512
 
 typedef struct PartitionFs {
 	int root_fd;       /* the mounted root, O_DIRECTORY */
@@ -100,6 +106,7 @@ typedef struct Partition {
 	PartitionFs *fs;            /* while present */
 	PartitionDevice device_info;
 	PartitionHealthRank health_rank;
+	char duplicates[PARTITION_DUPLICATES_MAX]; /* other devices with this UUID, left alone ("" if none) */
 
 	pthread_mutex_t selftest_lock;
 	struct SelftestState *selftest_cache; /* manager-selftest.c's; the pool only frees it */
@@ -115,6 +122,7 @@ typedef struct PartitionInfo {
 	bool present, adopted, read_only, quota;
 	char problem[PARTITION_PROBLEM_MAX];
 	char verified_options[256];
+	char duplicates[PARTITION_DUPLICATES_MAX];
 	dev_t dev;
 	unsigned logical_sector_size;
 } PartitionInfo;
