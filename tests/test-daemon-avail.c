@@ -352,6 +352,16 @@ Test(avail, a_copy_of_a_pool_disk_never_displaces_its_mount)
 		usleep(100 * 1000);
 	}
 	check_original_served(copy, mp, bind_file, "at runtime");
+	{
+		/* The admin's table says so too. */
+		static char out[16384];
+		char sock[400];
+
+		snprintf(sock, sizeof(sock), "%s/nvmevol-admin.sock", tb.dir);
+		cr_expect_eq(loopxfs_spawn((const char *const[]){ getenv("NVMEVOL_BINARY") ?: "build/src/nvmevol", "status",
+								  "--socket", sock, NULL }, out, sizeof(out)), 0);
+		cr_expect(strstr(out, "the same XFS UUID is also on") && strstr(out, copy), "nvmevol status: %s", out);
+	}
 
 	/* A restart with both attached: the partition's own mount decides. */
 	cr_assert_eq(testbed_stop(&tb, SIGTERM), 0);
