@@ -10,12 +10,14 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "device/device-policy.h"
@@ -417,4 +419,58 @@ Test(devices_daemon, removable_appearing_after_start_is_refused)
 	/* Placement never picks it either. */
 	cr_expect_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"second\"}"), 0, "%s", client_err(&rep));
 	cr_expect_str_eq(json_string_value(json_object_get(partition_status("second"), "uuid")), tb.parts[0].uuid);
+}
+
+/* ---- an NVMe health reading that takes seconds never holds Get ---- */
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void *mount_in_background(void *userdata)
+{
+	ClientReply r = { 0 };
+
+	(void)client_post(tb.sock, "/VolumeDriver.Mount", &r, "{\"Name\":\"slowh\",\"ID\":\"m1\"}");
+	*(bool *)userdata = r.status == 200 && !client_err(&r)[0];
+	client_reply_done(&r);
+	return NULL;
+}
+
+Test(devices_daemon, get_answers_while_a_health_reading_is_slow)
+{
+	pthread_t t;
+	bool mounted = false;
+	uint64_t t0, took;
+	json_t *h;
+
+	testbed_require_root();
+	if (!NVMEVOL_TEST_HOOKS)
+		cr_skip_test("needs -Dtest_hooks=true (NVMEVOL_TEST_NVME, NVMEVOL_TEST_HEALTH_DELAY_MS); real NVMe runs in tests/qemu/");
+	/* Every reading (of a controller that does not exist) takes 3 s; none is cached. */
+	testbed_setup(&tb, 1, (const char *const[]){ "NVMEVOL_SELFTEST=off", "NVMEVOL_TEST_NVME=*",
+						     "NVMEVOL_TEST_HEALTH_DELAY_MS=3000", "NVMEVOL_HEALTH_CACHE_SECONDS=0",
+						     NULL });
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"slowh\"}"), 0, "%s", client_err(&rep));
+	h = json_object_get(partition_status("slowh"), "health");
+	cr_assert(h && strstr(json_string_value(json_object_get(h, "error")) ?: "", "nvme4242"),
+		  "no health reading was made: %s", rep.body);
+
+	/* A Mount reads the health anew: 3 s in the admin commands. */
+	cr_assert_eq(pthread_create(&t, NULL, mount_in_background, &mounted), 0);
+	usleep(500 * 1000);
+	t0 = mono_ms();
+	cr_expect_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"slowh\"}"), 0, "%s", client_err(&rep));
+	took = mono_ms() - t0;
+	pthread_join(t, NULL);
+	cr_expect_lt(took, 1000, "Get took %llu ms behind a health reading", (unsigned long long)took);
+	cr_expect(json_object_get(json_object_get(json_object_get(json_object_get(rep.json, "Volume"), "Status"),
+						  "partition"), "health"),
+		  "Get did not show the last reading: %s", rep.body);
+	cr_expect(mounted, "the Mount failed");
+	cr_expect_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"slowh\",\"ID\":\"m1\"}"), 0);
 }

@@ -183,10 +183,32 @@ static void print_partitions(const json_t *parts)
 		table_print(t, stdout);
 		table_free(t);
 	}
-	json_array_foreach(parts, i, p)
+	json_array_foreach(parts, i, p) {
+		const char *name = str(p, "label") && *str(p, "label") ? str(p, "label") : str(p, "uuid");
+		size_t k;
+		json_t *d;
+
 		if (str(p, "problem"))
-			printf("  %s: %s\n", str(p, "label") && *str(p, "label") ? str(p, "label") : str(p, "uuid"),
-			       str(p, "problem"));
+			printf("  %s: %s\n", name, str(p, "problem"));
+		if (json_array_size(json_object_get(p, "duplicates")) == 0)
+			continue;
+		printf("  %s: the same XFS UUID is also on", name);
+		json_array_foreach(json_object_get(p, "duplicates"), k, d)
+			printf("%s %s", k ? "," : "", json_string_value(d));
+		printf(" (copies of the disk: never mounted; give them a new UUID with 'xfs_admin -U generate')\n");
+	}
+}
+
+/* The devices the plugin's scans skip because their probe does not answer. */
+static void print_silent_devices(const json_t *silent)
+{
+	size_t i;
+	json_t *d;
+
+	json_array_foreach(silent, i, d)
+		printf("%s  %s: does not answer (since %s)%s%s; skipped by scans until it does\n",
+		       i ? "" : "\nDevices not answering:\n", str(d, "device"), str(d, "since") ? str(d, "since") : "?",
+		       str(d, "partition_uuid") ? ", holds partition " : "", str(d, "partition_uuid") ? str(d, "partition_uuid") : "");
 }
 
 static void print_volumes(const json_t *vols)
@@ -307,6 +329,7 @@ int cmd_status(const CliArgs *a, char **args, int n)
 	}
 	printf("\n\n");
 	print_partitions(json_object_get(j, "partitions"));
+	print_silent_devices(json_object_get(j, "devices_not_answering"));
 	printf("\n");
 	print_volumes(json_object_get(j, "volumes"));
 	if (legacy)

@@ -188,7 +188,8 @@ int cmd_devices(const CliArgs *a, char **args, int n)
 	Candidate *cs = NULL;
 	bool json = a->given & CLI_OPT_JSON;
 	int r, ret = EXIT_FAILURE;
-	size_t n_devs = 0;
+	size_t n_devs = 0, n_silent = 0;
+	ProbedDevice *silent = NULL;
 
 	/* An option given wins over its NVMEVOL_* variable; the daemon's own parser validates the value. */
 	for (size_t i = 0; i < ELEMENTSOF(settings); i++)
@@ -201,12 +202,17 @@ int cmd_devices(const CliArgs *a, char **args, int n)
 	if (geteuid() != 0)
 		fputs("nvmevol devices: not root: devices, health and geometry may be unreadable\n", stderr);
 
-	r = probe_scan(cfg->label_prefix, cfg->devices, cfg->n_devices, &devs, &n_devs);
+	r = probe_scan(cfg->label_prefix, cfg->devices, cfg->n_devices, PROBE_DEADLINE_MS, &devs, &n_devs, &silent,
+		       &n_silent);
 	if (r < 0) {
 		errno = -r;
 		fprintf(stderr, "nvmevol devices: partition discovery failed: %m\n");
 		return EXIT_FAILURE;
 	}
+	for (size_t i = 0; i < n_silent; i++)
+		fprintf(stderr, "nvmevol devices: %s does not answer (no superblock within %u ms): skipped\n",
+			silent[i].device, PROBE_DEADLINE_MS);
+	probed_devices_free(silent, n_silent);
 	cs = calloc(n_devs ? n_devs : 1, sizeof(*cs));
 	if (!cs) {
 		probed_devices_free(devs, n_devs);

@@ -241,11 +241,11 @@ static int find_numa_node(const char *devpath)
 	return -1;
 }
 
-static bool test_hook_removable(const char *disk)
-{
 #if defined(NVMEVOL_TEST_HOOKS) && NVMEVOL_TEST_HOOKS
-	/* NVMEVOL_TEST_REMOVABLE=loop3,loop5 (or "*"): report these disks as removable (loop devices never are). */
-	const char *e = getenv("NVMEVOL_TEST_REMOVABLE");
+/* Whether the comma-separated list in environment variable @var names @disk (or is "*"). */
+static bool test_hook_lists(const char *var, const char *disk)
+{
+	const char *e = getenv(var);
 	size_t n = strlen(disk);
 
 	for (const char *p = e; p && *p;) {
@@ -254,8 +254,30 @@ static bool test_hook_removable(const char *disk)
 			return true;
 		p += k + (p[k] == ',');
 	}
-#endif
 	return false;
+}
+#endif
+
+static bool test_hook_removable(const char *disk)
+{
+#if defined(NVMEVOL_TEST_HOOKS) && NVMEVOL_TEST_HOOKS
+	/* NVMEVOL_TEST_REMOVABLE=loop3,loop5 (or "*"): report these disks as removable (loop devices never are). */
+	return test_hook_lists("NVMEVOL_TEST_REMOVABLE", disk);
+#else
+	return false;
+#endif
+}
+
+/*
+ * NVMEVOL_TEST_NVME=loop3,loop5 (or "*") (test builds): these disks claim NVMe controller "nvme4242", which does
+ * not exist, so that the health reading runs (and fails) on hosts without NVMe.
+ */
+static void test_hook_nvme(DeviceFacts *f)
+{
+#if defined(NVMEVOL_TEST_HOOKS) && NVMEVOL_TEST_HOOKS
+	if (!f->nvme_controller[0] && test_hook_lists("NVMEVOL_TEST_NVME", f->disk))
+		snprintf(f->nvme_controller, sizeof(f->nvme_controller), "nvme4242");
+#endif
 }
 
 int device_facts_read(const char *devnode, DeviceFacts *ret, char **reterr_msg)
@@ -348,6 +370,7 @@ int device_facts_read(const char *devnode, DeviceFacts *ret, char **reterr_msg)
 	}
 	if (f.numa_node < 0 && devpath[0])
 		f.numa_node = find_numa_node(devpath);
+	test_hook_nvme(&f);
 	*ret = f;
 	return 0;
 }

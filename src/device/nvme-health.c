@@ -2,10 +2,12 @@
 #include <fcntl.h>
 #include <linux/nvme_ioctl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "device/nvme-health.h"
 #include "util/errmsg.h"
@@ -168,6 +170,17 @@ static int admin(int fd, struct nvme_admin_cmd *c)
 	return r; /* > 0: the NVMe status code of a failed command */
 }
 
+/* NVMEVOL_TEST_HEALTH_DELAY_MS=N (test builds): each reading takes N ms longer, as on a slow or resetting controller. */
+static void test_hook_delay(void)
+{
+#if defined(NVMEVOL_TEST_HOOKS) && NVMEVOL_TEST_HOOKS
+	const char *e = getenv("NVMEVOL_TEST_HEALTH_DELAY_MS");
+
+	if (e)
+		usleep((useconds_t)atoi(e) * 1000);
+#endif
+}
+
 int nvme_health_read(const char *controller, dev_t devnum, NvmeHealth *ret, char **reterr_msg)
 {
 	_cleanup_close_ int fd = -EBADF;
@@ -178,6 +191,7 @@ int nvme_health_read(const char *controller, dev_t devnum, NvmeHealth *ret, char
 	NvmeHealth h;
 	int r;
 
+	test_hook_delay();
 	/* "nvme" + digits only: the name becomes a path. */
 	if (!controller || strncmp(controller, "nvme", 4) != 0 || !controller[4] ||
 	    strspn(controller + 4, "0123456789") != strlen(controller + 4) || strlen(controller) > 20)

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/probe-deadline.h"
 #include "device/probe.h"
 #include "util/macro.h"
 
@@ -103,11 +104,13 @@ static int append(ProbedDevice **devs, size_t *n, ProbedDevice *d)
 }
 
 /*
- * Probes every block device the kernel lists in /proc/partitions, directly.
+ * Probes every block device the kernel lists in /proc/partitions, directly,
+ * each within @timeout_ms; those that do not answer go to @stuck.
  * libblkid's device cache is not used: it can miss a device that was attached
  * a moment ago (a rescan right after a hot-plug would not see it).
  */
-static int probe_all_devices(ProbedDevice **ret, size_t *ret_n)
+static int probe_all_devices(unsigned timeout_ms, ProbedDevice **ret, size_t *ret_n, ProbedDevice **stuck,
+			     size_t *n_stuck)
 {
 	ProbedDevice *devs = NULL;
 	size_t n = 0;
@@ -121,15 +124,19 @@ static int probe_all_devices(ProbedDevice **ret, size_t *ret_n)
 		unsigned long long blocks;
 		char name[128], path[160];
 		ProbedDevice d = { 0 };
+		int k;
 
 		/* "major minor #blocks name"; the header and blank lines do not parse. An extended
 		 * partition's entry is 1 block, an unbound loop device 0: neither holds a filesystem. */
 		if (sscanf(line, " %*u %*u %llu %127s", &blocks, name) != 2 || blocks < 2)
 			continue;
 		snprintf(path, sizeof(path), "/dev/%s", name);
-		if (probe_device(path, &d) < 0)
-			continue;
-		r = append(&devs, &n, &d);
+		k = probe_device_deadline(path, timeout_ms, &d);
+		if (k == -ETIMEDOUT) {
+			d.device = strdup(path);
+			r = d.device ? append(stuck, n_stuck, &d) : -ENOMEM;
+		} else if (k == 0)
+			r = append(&devs, &n, &d);
 		if (r < 0)
 			probed_device_done(&d);
 	}
@@ -179,16 +186,18 @@ static int take(ProbedDevice **devs, size_t *n, ProbedDevice *d)
 	return 0;
 }
 
-int probe_scan(const char *label_prefix, char *const *explicit_devices, size_t n_explicit,
-	       ProbedDevice **ret, size_t *ret_n)
+int probe_scan(const char *label_prefix, char *const *explicit_devices, size_t n_explicit, unsigned timeout_ms,
+	       ProbedDevice **ret, size_t *ret_n, ProbedDevice **ret_stuck, size_t *ret_n_stuck)
 {
-	ProbedDevice *all = NULL, *devs = NULL;
-	size_t n_all = 0, n = 0, plen = label_prefix ? strlen(label_prefix) : 0;
+	ProbedDevice *all = NULL, *devs = NULL, *stuck = NULL;
+	size_t n_all = 0, n = 0, n_stuck = 0, plen = label_prefix ? strlen(label_prefix) : 0;
 	int r;
 
-	r = probe_all_devices(&all, &n_all);
-	if (r < 0)
+	r = probe_all_devices(timeout_ms, &all, &n_all, &stuck, &n_stuck);
+	if (r < 0) {
+		probed_devices_free(stuck, n_stuck);
 		return r;
+	}
 	for (size_t i = 0; r == 0 && plen > 0 && i < n_all; i++)
 		if (all[i].label && strncmp(all[i].label, label_prefix, plen) == 0)
 			r = take(&devs, &n, &all[i]);
@@ -206,7 +215,7 @@ int probe_scan(const char *label_prefix, char *const *explicit_devices, size_t n
 			continue;
 		}
 		/* Not among the kernel's block devices (an image file, a node elsewhere): probe it as named. */
-		if (explicit_devices[i][0] != '/' || probe_device(explicit_devices[i], &d) < 0) {
+		if (explicit_devices[i][0] != '/' || probe_device_deadline(explicit_devices[i], timeout_ms, &d) < 0) {
 			probed_device_done(&d);
 			d = (ProbedDevice){ .device = strdup(explicit_devices[i]) };
 			if (!d.device) {
@@ -222,9 +231,12 @@ int probe_scan(const char *label_prefix, char *const *explicit_devices, size_t n
 	probed_devices_free(all, n_all);
 	if (r < 0) {
 		probed_devices_free(devs, n);
+		probed_devices_free(stuck, n_stuck);
 		return r;
 	}
 	*ret = devs;
 	*ret_n = n;
+	*ret_stuck = stuck;
+	*ret_n_stuck = n_stuck;
 	return 0;
 }

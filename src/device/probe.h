@@ -23,10 +23,13 @@ void probed_devices_free(ProbedDevice *devs, size_t n);
  * every entry of @explicit_devices (paths, "UUID=..." or "LABEL=...").
  * Non-XFS candidates are returned too (fstype tells); the caller reports them.
  * Explicit entries that cannot be resolved are returned with fstype NULL and
- * device set to the entry text.
+ * device set to the entry text. Each device is probed within @timeout_ms
+ * (probe-deadline.h); those that do not answer are skipped and listed in
+ * *ret_stuck (device set, nothing else).
  */
-int probe_scan(const char *label_prefix, char *const *explicit_devices, size_t n_explicit,
-	       ProbedDevice **ret, size_t *ret_n);
+#define PROBE_DEADLINE_MS 2000 /* the usual @timeout_ms: a device whose superblock is not read by then is skipped */
+int probe_scan(const char *label_prefix, char *const *explicit_devices, size_t n_explicit, unsigned timeout_ms,
+	       ProbedDevice **ret, size_t *ret_n, ProbedDevice **ret_stuck, size_t *ret_n_stuck);
 
 /* Probes a single device or image file. */
 int probe_device(const char *devname, ProbedDevice *ret);

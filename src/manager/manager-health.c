@@ -18,12 +18,21 @@
 #include "util/log.h"
 #include "util/macro.h"
 
-typedef struct HealthCache {
+/* One reading of a controller's health. */
+typedef struct HealthReading {
 	bool ok;                /* health holds a reading; else error says why not */
 	NvmeHealth health;
 	char error[256];
 	int64_t read_at;        /* unix seconds, for Status */
 	uint64_t read_mono_ms;
+} HealthReading;
+
+/* Guarded by the partition's health_lock. */
+typedef struct HealthCache {
+	bool valid;          /* last holds a published reading */
+	HealthReading last;
+	bool reading;        /* one thread is reading, without health_lock: the others use the last one */
+	pthread_cond_t done; /* broadcast when a reading is published */
 } HealthCache;
 
 
@@ -32,40 +41,71 @@ static bool is_nvme(const PartitionDevice *dev)
 	return dev->has_facts && dev->facts.nvme_controller[0];
 }
 
+/* The cache of @part (health_lock held), made on first use; NULL on ENOMEM. */
+static HealthCache *cache_locked(Partition *part)
+{
+	HealthCache *c = part->health_cache;
+
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return NULL;
+		pthread_cond_init(&c->done, NULL);
+		part->health_cache = c;
+	}
+	return c;
+}
+
+/* The admin commands (seconds on a busy or resetting controller): called without any lock. */
+static void read_health(Partition *part, const PartitionDevice *dev, HealthReading *ret)
+{
+	_cleanup_free_ char *err = NULL;
+
+	ret->ok = nvme_health_read(dev->facts.nvme_controller, dev->facts.nvme_controller_devnum, &ret->health,
+				   &err) == 0;
+	snprintf(ret->error, sizeof(ret->error), "%s", ret->ok ? "" : err ? err : "unknown error");
+	ret->read_at = (int64_t)time(NULL);
+	ret->read_mono_ms = now_mono_ms();
+	if (!ret->ok)
+		log_warning("partition UUID %s: %s", part->uuid, ret->error);
+}
+
 /*
  * A copy of the partition's health, read anew when the cached one is older
- * than @max_age_ms (0 = always). False when it is not on NVMe.
- * Lock order: health_lock, then (briefly) the pool mutex.
+ * than @max_age_ms (0 = always) and @read is set; *ret_cached is false only
+ * when this call read it. False when it is not on NVMe or nothing was ever
+ * read. The reading runs without health_lock, one at a time per partition:
+ * Get and the metrics meanwhile copy the last one; a caller that needs a
+ * reading and has none waits for the one in flight.
  */
 static bool get_health(Manager *m, Partition *part, const PartitionDevice *dev, uint64_t max_age_ms, bool read,
-		       HealthCache *ret, bool *ret_cached)
+		       HealthReading *ret, bool *ret_cached)
 {
+	HealthReading fresh;
 	HealthCache *c;
 	bool have;
 
+	*ret_cached = true;
 	if (!is_nvme(dev))
 		return false;
 	pthread_mutex_lock(&part->health_lock);
-	c = part->health_cache;
-	*ret_cached = c && now_mono_ms() - c->read_mono_ms < max_age_ms;
-	if (!*ret_cached && read) {
-		_cleanup_free_ char *err = NULL;
-
-		if (!c)
-			c = part->health_cache = calloc(1, sizeof(HealthCache));
-		if (c) {
-			c->ok = nvme_health_read(dev->facts.nvme_controller, dev->facts.nvme_controller_devnum, &c->health,
-						 &err) == 0;
-			snprintf(c->error, sizeof(c->error), "%s", c->ok ? "" : err ? err : "unknown error");
-			c->read_at = (int64_t)time(NULL);
-			c->read_mono_ms = now_mono_ms();
-			if (!c->ok)
-				log_warning("partition UUID %s: %s", part->uuid, c->error);
-		}
+	c = read ? cache_locked(part) : part->health_cache;
+	while (read && c && c->reading && !c->valid)
+		pthread_cond_wait(&c->done, &part->health_lock);
+	if (read && c && !c->reading && !(c->valid && now_mono_ms() - c->last.read_mono_ms < max_age_ms)) {
+		c->reading = true;
+		pthread_mutex_unlock(&part->health_lock);
+		read_health(part, dev, &fresh);
+		pthread_mutex_lock(&part->health_lock);
+		c->last = fresh;
+		c->valid = true;
+		c->reading = false;
+		pthread_cond_broadcast(&c->done);
+		*ret_cached = false;
 	}
-	have = c != NULL;
-	if (c)
-		*ret = *c;
+	have = c && c->valid;
+	if (have)
+		*ret = c->last;
 	pthread_mutex_unlock(&part->health_lock);
 	return have;
 }
@@ -81,7 +121,7 @@ static DevicePolicySettings settings_for(Manager *m, const VolumeOptions *o)
 	};
 }
 
-static void evaluate(Manager *m, const PartitionInfo *info, const PartitionDevice *dev, const HealthCache *h, bool have_h,
+static void evaluate(Manager *m, const PartitionInfo *info, const PartitionDevice *dev, const HealthReading *h, bool have_h,
 		     const VolumeOptions *o, DeviceDecision *ret)
 {
 	DevicePolicySettings s = settings_for(m, o);
@@ -100,7 +140,7 @@ static void evaluate(Manager *m, const PartitionInfo *info, const PartitionDevic
 
 /* Placement order from a fresh reading (pool.h): refused under the plugin-wide settings goes last. */
 static void set_rank(Manager *m, Partition *part, const PartitionInfo *info, const PartitionDevice *dev,
-		     const HealthCache *h)
+		     const HealthReading *h)
 {
 	PartitionHealthRank rank = PARTITION_HEALTH_UNKNOWN_OR_OK;
 	DeviceDecision d;
@@ -131,7 +171,7 @@ void manager_health_refresh_all(Manager *m)
 		Partition *part = pool_get(m->pool, i);
 		PartitionDevice dev;
 		PartitionInfo info;
-		HealthCache h;
+		HealthReading h;
 		bool cached;
 
 		partition_snapshot(m->pool, part, &info);
@@ -159,7 +199,7 @@ int manager_health_before_mount(Manager *m, Volume *v, char **reterr_msg)
 {
 	PartitionDevice dev;
 	PartitionInfo info;
-	HealthCache h;
+	HealthReading h;
 	DeviceDecision d;
 	VolumeOptions o;
 	bool have_h, cached;
@@ -191,7 +231,7 @@ int manager_health_check_create(Manager *m, Partition *part, const char *name, c
 {
 	PartitionDevice dev;
 	PartitionInfo info;
-	HealthCache h;
+	HealthReading h;
 	DeviceDecision d;
 	bool have_h, cached;
 
@@ -213,7 +253,7 @@ void manager_health_add_status(Manager *m, Partition *part, const VolumeOptions 
 {
 	PartitionDevice dev;
 	PartitionInfo info;
-	HealthCache h;
+	HealthReading h;
 	DeviceDecision d;
 	bool have_h, cached;
 
@@ -246,7 +286,7 @@ void manager_health_add_status(Manager *m, Partition *part, const VolumeOptions 
 int manager_health_metric(Manager *m, Partition *part)
 {
 	PartitionDevice dev;
-	HealthCache h;
+	HealthReading h;
 	bool cached;
 
 	partition_device_snapshot(m->pool, part, &dev);

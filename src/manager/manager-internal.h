@@ -28,7 +28,33 @@ struct Manager {
 	pthread_mutex_t create_lock; /* serialises Create, Remove and the admin operations that add or drop volumes */
 	pthread_mutex_t rescan_lock; /* one rescan at a time, together with loading what it attached */
 	bool starting;               /* start-up: loading in bulk, single-threaded */
+
+	/* The background rescan (manager-rescan.c); its fields are guarded by rescan_wait, a leaf lock. */
+	pthread_mutex_t rescan_wait;
+	pthread_cond_t rescan_wake;  /* to the thread: a request, or stop */
+	pthread_cond_t rescan_done;  /* from the thread: a scan finished */
+	uint64_t rescan_requested;   /* requests so far */
+	uint64_t rescan_covered;     /* requests that a finished scan started after */
+	bool rescan_stop;
+	bool rescan_running;         /* the thread exists */
+	pthread_t rescan_thread;
 };
+
+/*
+ * manager-rescan.c: the thread that rescans the disks, so that no request
+ * waits for a device's superblock. It rescans when the kernel's devices change
+ * (checked twice a second, pool_devices_changed()) and when asked.
+ */
+int manager_rescan_start(Manager *m);
+void manager_rescan_stop(Manager *m);
+/*
+ * Asks for a rescan if none ran within @interval_ms or the devices changed, and
+ * waits at most @wait_ms (0: not at all) for one that started after the call.
+ * True if such a scan finished (or none was needed).
+ */
+bool manager_rescan(Manager *m, unsigned interval_ms, unsigned wait_ms);
+/* Asks for a rescan if none ran within @interval_ms, and returns at once (the Get path: not even a fingerprint). */
+void manager_rescan_kick(Manager *m, unsigned interval_ms);
 
 /* manager-startup.c: loads the volumes of partitions that a rescan attached while running. */
 void manager_load_attached(Manager *m, Partition **parts, size_t n);

@@ -523,6 +523,9 @@ int manager_start(Manager *m, char **reterr_msg)
 	reconcile_mounts(m);
 	registry_unlock(m->reg);
 	m->starting = false;
+	r = manager_rescan_start(m);
+	if (r < 0)
+		return errmsg_set(reterr_msg, r, "cannot start the rescan thread: %s", errno_str(r));
 	log_info("ready: %zu volume(s) on %zu partition(s)", registry_count(m->reg), pool_size(m->pool));
 	return 0;
 }

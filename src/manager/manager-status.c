@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
@@ -21,6 +22,24 @@ const char *manager_volume_condition(const Volume *v, const PartitionInfo *info)
 	return v->mounted ? "mounted" : "ready";
 }
 
+/* "duplicates": the other devices that hold this partition's XFS UUID (pool.h's duplicate rule), if any. */
+static void add_duplicates(json_t *p, const PartitionInfo *info)
+{
+	json_t *arr;
+
+	if (!info->duplicates[0])
+		return;
+	arr = json_array();
+	for (const char *c = info->duplicates; arr && *c;) {
+		size_t k = strcspn(c, ",");
+
+		json_array_append_new(arr, json_stringn(c, k));
+		c += k;
+		c += strspn(c, ", ");
+	}
+	json_object_set_new(p, "duplicates", arr);
+}
+
 static json_t *partition_json(const Volume *v, const PartitionInfo *info, PartitionFs *fs)
 {
 	char label[PARTITION_NAME_MAX];
@@ -32,6 +51,7 @@ static json_t *partition_json(const Volume *v, const PartitionInfo *info, Partit
 	json_object_set_new(p, "uuid", json_string(v->partition_uuid));
 	if (info->device[0])
 		json_object_set_new(p, "device", json_string(info->device));
+	add_duplicates(p, info);
 	json_object_set_new(p, "present", json_boolean(info->present));
 	if (!info->present) {
 		json_object_set_new(p, "problem", json_string(info->problem[0] ? info->problem : "not detected"));
@@ -154,6 +174,7 @@ static json_t *pool_partition_json(Manager *m, Partition *part, size_t n_volumes
 	json_object_set_new(p, "uuid", json_string(info.uuid));
 	json_object_set_new(p, "label", json_string(label));
 	json_object_set_new(p, "device", json_string(info.device));
+	add_duplicates(p, &info);
 	json_object_set_new(p, "present", json_boolean(info.present));
 	json_object_set_new(p, "adopted", json_boolean(info.adopted));
 	json_object_set_new(p, "read_only", json_boolean(info.read_only));
@@ -180,6 +201,26 @@ static json_t *pool_partition_json(Manager *m, Partition *part, size_t n_volumes
 	if (st)
 		json_object_set_new(p, "selftest", st);
 	return p;
+}
+
+/* The devices the last scan skipped because their probe did not answer: [{"device","since","partition_uuid"?}]. */
+static json_t *silent_devices_json(Manager *m)
+{
+	_cleanup_free_ PoolSilentDevice *silent = NULL;
+	size_t n = pool_silent_devices(m->pool, &silent);
+	json_t *arr = json_array();
+
+	for (size_t i = 0; arr && i < n; i++) {
+		char stamp[40];
+		json_t *e;
+
+		format_rfc3339(silent[i].since, stamp, sizeof(stamp));
+		e = json_pack("{s:s,s:s}", "device", silent[i].device, "since", stamp);
+		if (e && silent[i].partition_uuid[0])
+			json_object_set_new(e, "partition_uuid", json_string(silent[i].partition_uuid));
+		json_array_append_new(arr, e);
+	}
+	return arr;
 }
 
 json_t *manager_status_json(Manager *m)
@@ -215,6 +256,7 @@ json_t *manager_status_json(Manager *m)
 	free(per_part);
 	json_object_set_new(j, "partitions", parts);
 	json_object_set_new(j, "volumes", vols);
+	json_object_set_new(j, "devices_not_answering", silent_devices_json(m));
 	return j;
 fail:
 	json_decref(j);

@@ -18,8 +18,10 @@
 #include "util/macro.h"
 
 #define RESCAN_INTERVAL_MS 1000
-/* Docker asks every driver's Get for a name it does not know: rescan then only if devices changed, or rarely. */
+/* Docker asks every driver's Get for a name it does not know: ask for a rescan then only rarely (or on a device change). */
 #define GET_MISS_RESCAN_INTERVAL_MS 5000
+/* How long Mount and Create wait for the background rescan: a scan skips a silent device after PROBE_DEADLINE_MS. */
+#define RESCAN_WAIT_MS 3000
 
 int manager_new(const Settings *cfg, Manager **ret)
 {
@@ -32,6 +34,17 @@ int manager_new(const Settings *cfg, Manager **ret)
 	pthread_mutex_init(&m->create_lock, NULL);
 	projid_alloc_init(&m->projids);
 	pthread_mutex_init(&m->rescan_lock, NULL);
+	pthread_mutex_init(&m->rescan_wait, NULL);
+	{
+		pthread_condattr_t ca;
+
+		/* manager-rescan.c's deadlines are CLOCK_MONOTONIC: a clock step never stretches a wait. */
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&m->rescan_wake, &ca);
+		pthread_cond_init(&m->rescan_done, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	r = pool_new(cfg, &m->pool);
 	if (r == 0)
 		r = registry_new(&m->reg);
@@ -49,7 +62,8 @@ Manager *manager_free(Manager *m)
 {
 	if (!m)
 		return NULL;
-	/* The trash worker first: it holds partition references until it is joined. */
+	/* The threads first: the rescan's and the trash worker (it holds partition references until joined). */
+	manager_rescan_stop(m);
 	trash_free(m->trash);
 	registry_free(m->reg);
 	binds_free(m->binds);
@@ -58,6 +72,9 @@ Manager *manager_free(Manager *m)
 	pthread_mutex_destroy(&m->create_lock);
 	projid_alloc_done(&m->projids);
 	pthread_mutex_destroy(&m->rescan_lock);
+	pthread_mutex_destroy(&m->rescan_wait);
+	pthread_cond_destroy(&m->rescan_wake);
+	pthread_cond_destroy(&m->rescan_done);
 	free(m);
 	return NULL;
 }
@@ -65,23 +82,6 @@ Manager *manager_free(Manager *m)
 size_t manager_count(Manager *m)
 {
 	return registry_count(m->reg);
-}
-
-/*
- * Rescans the pool if the kernel's devices changed since the last scan or no
- * scan ran within @interval_ms, and loads the volumes of what it attached.
- */
-static void rescan(Manager *m, unsigned interval_ms)
-{
-	_cleanup_free_ Partition **attached = NULL;
-	size_t n = 0;
-
-	pthread_mutex_lock(&m->rescan_lock);
-	/* The clock first: the fingerprint costs a read of /proc/partitions and of each disk's diskseq. */
-	if ((pool_scan_is_stale(m->pool, interval_ms) || pool_devices_changed(m->pool)) &&
-	    pool_scan(m->pool, &attached, &n) == 0 && n > 0)
-		manager_load_attached(m, attached, n);
-	pthread_mutex_unlock(&m->rescan_lock);
 }
 
 /* ---- create ---- */
@@ -100,8 +100,8 @@ static Partition *choose_partition(Manager *m, const VolumeOptions *o, char **re
 		/* A partition shut down by an I/O error is still "present" until someone looks. */
 		if (part && partition_verify_recent(m->pool, part, 1000))
 			return part;
-		/* The host may have added a partition since the last scan. */
-		rescan(m, RESCAN_INTERVAL_MS);
+		/* The host may have added a partition since the last scan: wait (a bounded time) for the rescan. */
+		(void)manager_rescan(m, RESCAN_INTERVAL_MS, RESCAN_WAIT_MS);
 	}
 	avail = pool_describe(m->pool);
 	if (!o->partition[0]) {
@@ -283,6 +283,11 @@ static int create_locked(Manager *m, const char *name, const VolumeOptions *opts
 	int r;
 
 	existing = registry_lookup(m->reg, name);
+	if (!existing) {
+		/* A disk attached a moment ago may hold this name: if the devices changed, wait (bounded) for the rescan. */
+		(void)manager_rescan(m, UINT_MAX, RESCAN_WAIT_MS);
+		existing = registry_lookup(m->reg, name);
+	}
 	if (existing)
 		return create_existing(existing, opts, clone, reterr_msg);
 	/* Only a new volume is refused on the wrong node: one that exists here has its data here. */
@@ -589,7 +594,8 @@ static PartitionFs *ensure_partition(Manager *m, Volume *v, char **reterr_msg)
 
 	fs = partition_fs_get(m->pool, v->part);
 	if (!fs) {
-		rescan(m, RESCAN_INTERVAL_MS);
+		/* Reattached a moment ago? The background rescan mounts it: wait for it, a bounded time. */
+		(void)manager_rescan(m, RESCAN_INTERVAL_MS, RESCAN_WAIT_MS);
 		fs = partition_fs_get(m->pool, v->part);
 	}
 	if (fs && !partition_verify(m->pool, v->part)) {
@@ -779,12 +785,13 @@ int manager_get(Manager *m, const char *name, json_t **ret_volume, char **reterr
 		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
 	v = registry_lookup(m->reg, name);
 	if (!v) {
-		/* A disk attached since the last scan may hold it (a new device: at once; a relabel: within 5 s). */
-		rescan(m, GET_MISS_RESCAN_INTERVAL_MS);
-		v = registry_lookup(m->reg, name);
-	}
-	if (!v)
+		/*
+		 * A disk attached since the last scan may hold it: never scan here (a device that hangs would hold
+		 * every Get); the background rescan finds a new device within a second, a relabel within 5 s.
+		 */
+		manager_rescan_kick(m, GET_MISS_RESCAN_INTERVAL_MS);
 		return errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", name);
+	}
 	/* Status must not say "ready" for a partition that vanished underneath: re-check (one mountinfo read). */
 	(void)partition_verify(m->pool, v->part);
 	if (v->index_only && pthread_mutex_trylock(&v->op_lock) == 0) {

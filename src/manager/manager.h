@@ -9,6 +9,8 @@
  *   create_lock  serialises Create, Remove, forget and adopt (what adds or drops volumes);
  *   op_lock      one per volume: its mount, self-test, unmount, remove, admin changes;
  *   rescan_lock  one partition rescan at a time, with the loading of what it attached;
+ *                rescans run in their own thread (manager-rescan.c): a request never probes
+ *                a device, Mount and Create wait for a rescan only a bounded time;
  *   registry     (registry.h) the volumes and their fields, memory work only;
  *   pool mutex   (pool.h) partition fields, innermost.
  * So a Mount that runs a self-test never blocks Get, List, Capabilities or
@@ -26,7 +28,7 @@ typedef struct Manager Manager;
 int manager_new(const Settings *cfg, Manager **ret);
 Manager *manager_free(Manager *m);
 
-/* Takes the state lock, discovers partitions, loads records, reconciles with mountinfo. */
+/* Takes the state lock, discovers partitions, loads records, reconciles with mountinfo, starts the rescan thread. */
 int manager_start(Manager *m, char **reterr_msg);
 
 /* @clone (NULL = an empty volume): NEW starts as a copy of clone->from, see manager-clone.c. */

@@ -18,6 +18,7 @@
 #include "clone/freeze.h"
 #include "pool/mount.h"
 #include "pool/pool.h"
+#include "device/probe-deadline.h"
 #include "device/probe.h"
 #include "pool/quota.h"
 #include "util/time-util.h"
@@ -39,6 +40,8 @@ struct Pool {
 	uint64_t last_scan_ms;
 	uint32_t devices_crc; /* of /proc/partitions when the last scan began */
 	bool scanned; /* the first scan is done: later ones apply the trust rule */
+	PoolSilentDevice *silent; /* devices whose probe did not answer at the last scan */
+	size_t n_silent;
 };
 
 
@@ -126,6 +129,7 @@ Pool *pool_free(Pool *p)
 		free(p->parts[i]);
 	}
 	free(p->parts);
+	free(p->silent);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->scan_lock);
 	free(p);
@@ -255,6 +259,7 @@ void partition_snapshot(Pool *p, Partition *part, PartitionInfo *ret)
 	memcpy(ret->device, part->device, sizeof(ret->device));
 	memcpy(ret->problem, part->problem, sizeof(ret->problem));
 	memcpy(ret->verified_options, part->verified_options, sizeof(ret->verified_options));
+	memcpy(ret->duplicates, part->duplicates, sizeof(ret->duplicates));
 	ret->present = part->present;
 	ret->adopted = part->adopted;
 	ret->read_only = part->fs ? part->fs->read_only : false;
@@ -863,6 +868,7 @@ static uint32_t devices_fingerprint(void)
 	_cleanup_close_ int sys = -EBADF;
 	struct dirent *de;
 	uint32_t crc = 0;
+	uint64_t released;
 	size_t len = 0;
 	DIR *d;
 
@@ -888,7 +894,9 @@ static uint32_t devices_fingerprint(void)
 	}
 	if (d)
 		closedir(d);
-	return crc;
+	/* A probe that did not answer and has finished since: its device can be read now. */
+	released = probe_deadline_released();
+	return crc32c(crc, &released, sizeof(released));
 }
 
 bool pool_devices_changed(Pool *p)
@@ -902,30 +910,230 @@ bool pool_devices_changed(Pool *p)
 	return changed;
 }
 
+static bool partition_in(Partition *const *arr, size_t n, const Partition *part)
+{
+	for (size_t i = 0; i < n; i++)
+		if (arr[i] == part)
+			return true;
+	return false;
+}
+
+/*
+ * Devices whose probe did not answer: skipped, reported (pool_silent_devices()),
+ * and a present partition on one of them counts as seen: it is still mounted,
+ * and partition_verify() decides whether it still works.
+ */
+static int note_silent(Pool *p, const ProbedDevice *stuck, size_t n_stuck, Partition ***seen, size_t *n_seen)
+{
+	PoolSilentDevice *now = calloc(n_stuck ? n_stuck : 1, sizeof(*now));
+	int r = 0;
+
+	if (!now)
+		return -ENOMEM;
+	for (size_t i = 0; i < n_stuck; i++) {
+		Partition *held = NULL;
+		struct stat st;
+		bool known = false;
+
+		snprintf(now[i].device, sizeof(now[i].device), "%s", stuck[i].device);
+		now[i].since = (int64_t)time(NULL);
+		pthread_mutex_lock(&p->lock);
+		for (size_t k = 0; k < p->n_silent; k++)
+			if (streq(p->silent[k].device, now[i].device)) {
+				now[i].since = p->silent[k].since;
+				known = true;
+			}
+		for (size_t k = 0; k < p->n && stat(stuck[i].device, &st) == 0; k++)
+			if (p->parts[k]->present && p->parts[k]->dev == st.st_rdev)
+				held = p->parts[k];
+		if (held)
+			snprintf(now[i].partition_uuid, sizeof(now[i].partition_uuid), "%s", held->uuid);
+		pthread_mutex_unlock(&p->lock);
+		if (!known)
+			log_warning("device %s does not answer (its superblock was not read within %u ms): skipped until "
+				    "it does%s%s", now[i].device, PROBE_DEADLINE_MS, held ? "; it holds partition UUID " : "",
+				    held ? held->uuid : "");
+		if (held && !partition_in(*seen, *n_seen, held) && r == 0)
+			r = push_partition(seen, n_seen, held);
+	}
+	pthread_mutex_lock(&p->lock);
+	for (size_t k = 0; k < p->n_silent; k++) {
+		bool still = false;
+		for (size_t i = 0; i < n_stuck; i++)
+			still = still || streq(p->silent[k].device, now[i].device);
+		if (!still)
+			log_info("device %s answers again", p->silent[k].device);
+	}
+	free(p->silent);
+	p->silent = now;
+	p->n_silent = n_stuck;
+	pthread_mutex_unlock(&p->lock);
+	return r;
+}
+
+size_t pool_silent_devices(Pool *p, PoolSilentDevice **ret)
+{
+	size_t n;
+
+	pthread_mutex_lock(&p->lock);
+	n = p->n_silent;
+	*ret = n ? malloc(n * sizeof(**ret)) : NULL;
+	if (*ret)
+		memcpy(*ret, p->silent, n * sizeof(**ret));
+	else
+		n = 0;
+	pthread_mutex_unlock(&p->lock);
+	return n;
+}
+
+/* The device number a mount at @path is of, or 0 when @path is not a mount point. */
+static dev_t mounted_dev(const char *path)
+{
+	char parent[PATH_MAX];
+	struct stat st, pst;
+
+	if ((size_t)snprintf(parent, sizeof(parent), "%s/..", path) >= sizeof(parent) || stat(path, &st) < 0 ||
+	    stat(parent, &pst) < 0 || st.st_dev == pst.st_dev)
+		return 0;
+	return st.st_dev;
+}
+
+/*
+ * The device to use among @n >= 2 devices @idx[] of @devs holding one XFS
+ * UUID (a dd copy of a disk): the one its partition is mounted from now, else
+ * the one this run last used (device number, then serial), else the one
+ * mounted at its mount point (our mount from before a restart), else the
+ * first. A verified mount is never given up because another device has its UUID.
+ */
+static size_t pick_duplicate(Pool *p, const ProbedDevice *devs, const size_t *idx, size_t n)
+{
+	char mountpoint[PATH_MAX], serial[sizeof(((DeviceFacts *)0)->serial)] = "";
+	dev_t used = 0, at_mountpoint;
+	Partition *part;
+
+	pthread_mutex_lock(&p->lock);
+	part = find_uuid_locked(p, devs[idx[0]].uuid);
+	if (part) {
+		used = part->dev;
+		if (part->device_info.has_facts)
+			memcpy(serial, part->device_info.facts.serial, sizeof(serial));
+	}
+	pthread_mutex_unlock(&p->lock);
+	snprintf(mountpoint, sizeof(mountpoint), "%s/%s", p->cfg->partition_root, devs[idx[0]].uuid);
+	at_mountpoint = mounted_dev(mountpoint);
+
+	for (int rule = 0; rule < 3; rule++)
+		for (size_t k = 0; k < n; k++) {
+			_cleanup_free_ char *err = NULL;
+			DeviceFacts f;
+			struct stat st;
+
+			if (stat(devs[idx[k]].device, &st) < 0)
+				continue;
+			if ((rule == 0 && used && st.st_rdev == used) || (rule == 2 && at_mountpoint && st.st_rdev == at_mountpoint))
+				return idx[k];
+			if (rule == 1 && serial[0] && device_facts_read(devs[idx[k]].device, &f, &err) == 0 &&
+			    streq(f.serial, serial))
+				return idx[k];
+		}
+	return idx[0];
+}
+
+/*
+ * Marks in @skip the usable devices that hold the XFS UUID of another one that
+ * is preferred (pick_duplicate()), and puts the names of the others in that
+ * one's @notes ("/dev/loop9, /dev/loop12"; malloc'd, NULL when unique).
+ */
+static int sort_duplicates(Pool *p, const ProbedDevice *devs, size_t n, const bool *usable, bool *skip, char **notes)
+{
+	_cleanup_free_ size_t *idx = calloc(n ? n : 1, sizeof(*idx));
+	_cleanup_free_ bool *grouped = calloc(n ? n : 1, sizeof(*grouped));
+
+	if (!idx || !grouped)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		size_t m = 0, best;
+		char *note = NULL;
+
+		if (!usable[i] || grouped[i])
+			continue;
+		for (size_t j = i; j < n; j++)
+			if (usable[j] && streq(devs[j].uuid, devs[i].uuid)) {
+				idx[m++] = j;
+				grouped[j] = true;
+			}
+		if (m < 2)
+			continue;
+		best = pick_duplicate(p, devs, idx, m);
+		for (size_t k = 0; k < m; k++) {
+			char *more;
+
+			if (idx[k] == best)
+				continue;
+			skip[idx[k]] = true;
+			if (asprintf(&more, "%s%s%s", note ? note : "", note ? ", " : "", devs[idx[k]].device) < 0)
+				return -ENOMEM;
+			free(note);
+			note = more;
+		}
+		notes[best] = note;
+	}
+	return 0;
+}
+
+/* Records the devices that hold copies of @part's filesystem (@note, may be NULL) and logs a change. */
+static void set_duplicates(Pool *p, Partition *part, const char *device, const char *note)
+{
+	bool changed;
+
+	pthread_mutex_lock(&p->lock);
+	changed = !streq(part->duplicates, note ? note : "");
+	snprintf(part->duplicates, sizeof(part->duplicates), "%s", note ? note : "");
+	pthread_mutex_unlock(&p->lock);
+	if (changed && note)
+		log_warning("partition UUID %s: %s hold(s) a filesystem with the same UUID (a copy of the disk?); served "
+			    "from %s, the copy is left alone (give it a new UUID with 'xfs_admin -U generate')",
+			    part->uuid, note, device);
+	else if (changed)
+		log_info("partition UUID %s: no other device holds its UUID any more", part->uuid);
+}
+
 int pool_scan(Pool *p, Partition ***ret_attached, size_t *ret_n)
 {
 	uint32_t crc;
 	_cleanup_free_ Partition **seen = NULL, **attached = NULL;
-	size_t n_seen = 0, n_attached = 0, n = 0;
-	ProbedDevice *devs = NULL;
+	size_t n_seen = 0, n_attached = 0, n = 0, n_stuck = 0;
+	ProbedDevice *devs = NULL, *stuck = NULL;
+	bool *usable = NULL, *skip = NULL;
+	char **notes = NULL;
 	int r;
 
 	pthread_mutex_lock(&p->scan_lock);
 	crc = devices_fingerprint();
-	r = probe_scan(p->cfg->label_prefix, p->cfg->devices, p->cfg->n_devices, &devs, &n);
+	r = probe_scan(p->cfg->label_prefix, p->cfg->devices, p->cfg->n_devices, PROBE_DEADLINE_MS, &devs, &n, &stuck,
+		       &n_stuck);
 	if (r < 0) {
 		pthread_mutex_unlock(&p->scan_lock);
 		return log_error_errno(r, "partition discovery failed");
 	}
 
 	log_debug("scan: %zu candidate device(s)", n);
+	usable = calloc(n ? n : 1, sizeof(*usable));
+	skip = calloc(n ? n : 1, sizeof(*skip));
+	notes = calloc(n ? n : 1, sizeof(*notes));
+	if (!usable || !skip || !notes)
+		r = -ENOMEM;
+	for (size_t i = 0; i < n && r == 0; i++)
+		usable[i] = device_is_usable(&devs[i]);
+	if (r == 0)
+		r = sort_duplicates(p, devs, n, usable, skip, notes);
 	for (size_t i = 0; i < n && r == 0; i++) {
 		ProbedDevice *d = &devs[i];
 		Partition *part;
 		bool known, dup = false, keep = false;
 		struct stat st;
 
-		if (!device_is_usable(d))
+		if (!usable[i] || skip[i])
 			continue;
 		pthread_mutex_lock(&p->lock);
 		part = find_uuid_locked(p, d->uuid);
@@ -948,6 +1156,7 @@ int pool_scan(Pool *p, Partition ***ret_attached, size_t *ret_n)
 				    d->device, d->uuid);
 			continue;
 		}
+		set_duplicates(p, part, d->device, notes[i]);
 		r = push_partition(&seen, &n_seen, part);
 		if (r < 0 || keep)
 			continue;
@@ -960,7 +1169,15 @@ int pool_scan(Pool *p, Partition ***ret_attached, size_t *ret_n)
 			log_warning("partition UUID %s on %s refused: %s", d->uuid, d->device, info.problem);
 		}
 	}
+	for (size_t i = 0; notes && i < n; i++)
+		free(notes[i]);
+	free(notes);
+	free(skip);
+	free(usable);
 	probed_devices_free(devs, n);
+	if (note_silent(p, stuck, n_stuck, &seen, &n_seen) < 0 && r == 0)
+		r = -ENOMEM;
+	probed_devices_free(stuck, n_stuck);
 
 	/* Partitions that were present and are no longer detected. */
 	for (size_t k = 0; k < pool_size(p); k++) {
@@ -1037,7 +1254,7 @@ int pool_adopt(Pool *p, Partition *part, char **reterr_msg)
 	r = unmount_path(part->mountpoint);
 	if (r < 0)
 		log_warning_errno(r, "partition %s: cannot unmount the read-only mount", part->uuid);
-	r = probe_device(device, &d);
+	r = probe_device_deadline(device, PROBE_DEADLINE_MS, &d);
 	if (r < 0 || !d.uuid || !streq(d.uuid, part->uuid)) {
 		r = errmsg_set(reterr_msg, r < 0 ? r : -ENXIO, "partition %s: %s no longer holds it", part->uuid, device);
 		probed_device_done(&d);

@@ -23,10 +23,16 @@
  *    owned by manager-selftest.c: created once and published with a release
  *    store, it carries its own mutex for the cached result and the history
  *    (so Get and the metrics never wait for a running self-test); health_lock
- *    and health_cache belong to manager-health.c and are guarded by health_lock.
+ *    and health_cache belong to manager-health.c and are guarded by health_lock,
+ *    which is never held across an NVMe admin command.
  *  - scans are serialised by their own mutex; the pool mutex is never held
  *    across a mount or any other slow call, and is the innermost lock of the
  *    program (take nothing else while holding it).
+ *
+ * Duplicate rule: of devices holding one XFS UUID (a dd copy of a disk), the
+ * one the partition is mounted from (else last used: device number, then
+ * serial; else mounted at its mount point; else the first found) is used; the
+ * others are never mounted, and are named in the partition's duplicates.
  *
  * Device rule (device-policy.h): before a partition is mounted, the facts of
  * its block device are read from sysfs. A removable or USB device is refused
@@ -49,6 +55,7 @@
 #define PARTITION_MOUNT_OPTIONS "noatime,nodiratime,nosuid,nodev"
 #define PARTITION_LABEL_MAX 64  /* raw bytes; XFS labels are at most 12 */
 #define PARTITION_PROBLEM_MAX 512
+#define PARTITION_DUPLICATES_MAX 512
 
 typedef struct PartitionFs {
 	int root_fd;       /* the mounted root, O_DIRECTORY */
@@ -99,6 +106,7 @@ typedef struct Partition {
 	PartitionFs *fs;            /* while present */
 	PartitionDevice device_info;
 	PartitionHealthRank health_rank;
+	char duplicates[PARTITION_DUPLICATES_MAX]; /* other devices with this UUID, left alone ("" if none) */
 
 	pthread_mutex_t selftest_lock;
 	struct SelftestState *selftest_cache; /* manager-selftest.c's; the pool only frees it */
@@ -114,11 +122,19 @@ typedef struct PartitionInfo {
 	bool present, adopted, read_only, quota;
 	char problem[PARTITION_PROBLEM_MAX];
 	char verified_options[256];
+	char duplicates[PARTITION_DUPLICATES_MAX];
 	dev_t dev;
 	unsigned logical_sector_size;
 } PartitionInfo;
 
 typedef struct Pool Pool;
+
+/* A block device whose probe did not answer in time (probe-deadline.h): skipped by scans until it does. */
+typedef struct PoolSilentDevice {
+	char device[160];
+	int64_t since;           /* unix seconds: the first scan it did not answer */
+	char partition_uuid[64]; /* the present partition it holds, or "" */
+} PoolSilentDevice;
 
 int pool_new(const Settings *cfg, Pool **ret);
 Pool *pool_free(Pool *p);
@@ -132,8 +148,14 @@ Pool *pool_free(Pool *p);
 int pool_scan(Pool *p, Partition ***ret_attached, size_t *ret_n);
 /* True if no scan ran in the last @min_interval_ms (the caller then scans). */
 bool pool_scan_is_stale(Pool *p, unsigned min_interval_ms);
-/* True if the kernel's block devices (/proc/partitions) changed since the last scan: a cheap check. */
+/*
+ * True if the kernel's block devices (/proc/partitions, each disk's diskseq)
+ * changed since the last scan, or a probe that did not answer has finished
+ * since: a cheap check that never reads a device.
+ */
 bool pool_devices_changed(Pool *p);
+/* The devices the last scan skipped because they did not answer (malloc'd copy, the count returned). */
+size_t pool_silent_devices(Pool *p, PoolSilentDevice **ret);
 
 size_t pool_size(Pool *p);
 Partition *pool_get(Pool *p, size_t i);
