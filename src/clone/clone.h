@@ -27,7 +27,8 @@
  * CLONE_CAPTURE_CHUNK read of a changed range, so a freeze ends at most one
  * such step past it: one chunk read, one file's FIEMAP of up to
  * CLONE_FILE_DIFF_WINDOW of its offsets (clone-file.h), or one directory
- * listed. After freeze_abort_all() (a stop) it thaws at once and fails with
+ * listed. FIFREEZE's own flush counts against the budget and cannot be cut
+ * short: when it alone takes longer, the freeze ends one step after it. After freeze_abort_all() (a stop) it thaws at once and fails with
  * -ECANCELED.
  */
 #pragma once

@@ -596,7 +596,7 @@ static int recover_freeze(Pool *p, Partition *part, const char *device, bool rea
 		return 0; /* the layout's open says why */
 	r = freeze_recover(fd, p->freeze_dir_fd >= 0 ? &m : NULL, !read_only);
 	if (r > 0)
-		log_warning("partition on %s was left frozen by nvmevol (a clone interrupted by a crash): thawed", device);
+		log_warning("partition on %s was frozen by nvmevol (a freeze interrupted by a crash): thawed", device);
 	else if (r == -EBUSY) {
 		*why = why_printf("%s is frozen by someone else (fsfreeze, not nvmevol): it is not served, and not "
 				  "thawed, until 'fsfreeze --unfreeze %s'", device, part->mountpoint);
