@@ -138,7 +138,7 @@ static void marker_remove(int dir_fd, const char *name)
 {
 	if (unlinkat(dir_fd, name, 0) < 0 && errno != ENOENT)
 		log_warning("cannot remove the freeze marker %s: %s (the next start finds it and thaws nothing frozen)",
-			    name, errno_str(-errno));
+			    name, errno_str(errno));
 }
 
 /* 1: @m marks a freeze of this boot (the filesystem may still be frozen by us); 0: none (a stale one is removed). */
@@ -250,7 +250,7 @@ int freeze_begin(Freeze *f, int fs_fd, const FreezeMarker *marker, unsigned budg
 	}
 	f->freeze_call_us = freeze_now_us() - f->started_us;
 	f->active = true;
-	/* A stop that came during FIFREEZE found nothing to thaw yet: the holder ends it at its next check. */
+	/* A stop during FIFREEZE may have found nothing to thaw: the holder sees freeze_aborted() and ends it. */
 	return 0;
 
 fail_unlock:
@@ -306,7 +306,7 @@ int freeze_recover(int fs_fd, const FreezeMarker *marker, bool probe)
 	Freeze f;
 	int r;
 
-	if (marker_is_ours(marker)) {
+	if (marker && marker_is_ours(marker)) {
 		r = freeze_thaw_leftover(fs_fd);
 		if (r >= 0)
 			marker_remove(marker->dir_fd, marker->name);
