@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clone/freeze.h"
 #include "daemon/admin.h"
 #include "daemon/api.h"
 #include "cli/cli.h"
@@ -113,6 +114,12 @@ static int run_daemon(void)
 			continue;
 		/* A stop never unmounts volumes in use: containers keep their binds. */
 		log_info("signal %d: stopping (mounted volumes stay mounted)", sig);
+		/*
+		 * Before waiting for the requests: Docker's SIGKILL follows, and it
+		 * would leave a clone's freeze to outlive us (a plugin's guardian dies
+		 * with it). The clone sees the thaw and gives up.
+		 */
+		freeze_abort_all();
 		break;
 	}
 	r = 0;

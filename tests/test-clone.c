@@ -34,6 +34,7 @@
 #include "clone/clone-file.h"
 #include "clone/freeze.h"
 #include "util/dircursor.h"
+#include "util/fs-util.h"
 #include "helpers/loopxfs.h"
 #include "helpers/treecmp.h"
 
@@ -815,7 +816,7 @@ Test(clone, guardian_thaws_past_the_deadline)
 	Freeze f;
 	int r;
 
-	cr_assert_eq(freeze_begin(&f, root_fd, 50), 0);
+	cr_assert_eq(freeze_begin(&f, root_fd, NULL, 50), 0);
 	usleep((50 + FREEZE_GUARD_GRACE_MS + 500) * 1000);
 	cr_assert_eq(freeze_thaw_leftover(root_fd), 0, "still frozen past the guardian's deadline");
 	r = freeze_end(&f, NULL);
@@ -830,7 +831,7 @@ Test(clone, guardian_thaws_when_its_daemon_dies)
 	cr_assert_geq(pid, 0);
 	if (pid == 0) {
 		Freeze f;
-		_exit(freeze_begin(&f, root_fd, 60000) == 0 ? 0 : 1);
+		_exit(freeze_begin(&f, root_fd, NULL, 60000) == 0 ? 0 : 1);
 	}
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
@@ -843,9 +844,161 @@ Test(clone, a_frozen_filesystem_is_refused_and_a_leftover_thawed)
 	Freeze f;
 
 	cr_assert_eq(ioctl(root_fd, FIFREEZE, 0), 0);
-	cr_assert_eq(freeze_begin(&f, root_fd, 100), -EBUSY);
+	cr_assert_eq(freeze_begin(&f, root_fd, NULL, 100), -EBUSY);
 	cr_assert_eq(freeze_thaw_leftover(root_fd), 1, "it was frozen");
 	cr_assert_eq(freeze_thaw_leftover(root_fd), 0, "it was thawed");
+}
+
+/* ---- the marker, the stop ---- */
+
+static char markdir[PATH_MAX];
+static int markdir_fd = -1;
+
+/* A marker directory off the frozen filesystem, as the host's state directory is. */
+static FreezeMarker marker_in_tmp(void)
+{
+	snprintf(markdir, sizeof(markdir), "/tmp/nvmevol-freeze-XXXXXX");
+	cr_assert_not_null(mkdtemp(markdir));
+	markdir_fd = open(markdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cr_assert_geq(markdir_fd, 0);
+	return (FreezeMarker){ .dir_fd = markdir_fd, .name = "part-uuid" };
+}
+
+static bool marker_exists(void)
+{
+	return faccessat(markdir_fd, "part-uuid", F_OK, 0) == 0;
+}
+
+static void marker_done(void)
+{
+	(void)unlinkat(markdir_fd, "part-uuid", 0);
+	close(markdir_fd);
+	(void)rmdir(markdir);
+}
+
+Test(clone, a_freeze_is_marked_from_before_it_until_after_the_thaw)
+{
+	FreezeMarker m = marker_in_tmp();
+	Freeze f;
+
+	cr_assert_eq(freeze_begin(&f, root_fd, &m, 5000), 0);
+	cr_assert(marker_exists(), "no marker while frozen");
+	cr_assert_eq(freeze_end(&f, NULL), 0);
+	cr_assert_not(marker_exists(), "the marker outlived the thaw");
+	assert_not_frozen();
+	marker_done();
+}
+
+Test(clone, recovery_thaws_only_a_freeze_that_nvmevol_marked)
+{
+	FreezeMarker m = marker_in_tmp();
+	pid_t pid;
+	int status, r;
+
+	/* Not frozen, no marker: the probe leaves it thawed and unmarked. */
+	cr_assert_eq(freeze_recover(root_fd, &m, true), 0);
+	assert_not_frozen();
+	cr_assert_not(marker_exists());
+
+	/* Someone else's freeze: reported, never thawed. */
+	cr_assert_eq(ioctl(root_fd, FIFREEZE, 0), 0);
+	cr_assert_eq(freeze_recover(root_fd, &m, true), -EBUSY);
+	cr_assert_eq(freeze_recover(root_fd, &m, false), 0, "without the probe nothing is known");
+	cr_assert_eq(freeze_thaw_leftover(root_fd), 1, "recovery thawed a freeze that was not nvmevol's");
+
+	/* A marker of another boot is no reason to thaw. */
+	cr_assert_eq(ioctl(root_fd, FIFREEZE, 0), 0);
+	cr_assert_eq(write_file_replace_at(markdir_fd, "part-uuid", "boot 00000000-0000-0000-0000-000000000000\n", 42,
+					   0600), 0);
+	cr_assert_eq(freeze_recover(root_fd, &m, true), -EBUSY);
+	cr_assert_not(marker_exists(), "the stale marker was kept");
+	cr_assert_eq(freeze_thaw_leftover(root_fd), 1);
+
+	/* Ours, left by a death inside the freeze with no guardian (a plugin's PID 1): thawed. */
+	if (!NVMEVOL_TEST_HOOKS)
+		cr_skip_test("needs a build with -Dtest_hooks=true (NVMEVOL_TEST_FREEZE_NO_GUARDIAN)");
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		Freeze f;
+		setenv("NVMEVOL_TEST_FREEZE_NO_GUARDIAN", "1", 1);
+		_exit(freeze_begin(&f, root_fd, &m, 60000) == 0 ? 0 : 1);
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	cr_assert(marker_exists(), "no marker after the death");
+	r = freeze_recover(root_fd, &m, true);
+	cr_assert_eq(r, 1, "freeze_recover: %d", r);
+	assert_not_frozen();
+	cr_assert_not(marker_exists(), "the marker outlived the recovery");
+	marker_done();
+}
+
+Test(clone, a_stop_thaws_the_freeze_in_progress_and_refuses_new_ones)
+{
+	FreezeMarker m = marker_in_tmp();
+	char *err = NULL;
+	Freeze f;
+	int r;
+
+	cr_assert_eq(freeze_begin(&f, root_fd, &m, 60000), 0);
+	freeze_abort_all();
+	assert_not_frozen();
+	cr_assert(freeze_aborted());
+	cr_assert_eq(freeze_end(&f, NULL), -ECANCELED);
+	cr_assert_not(marker_exists());
+	cr_assert_eq(freeze_begin(&f, root_fd, &m, 60000), -ECANCELED);
+	cr_assert_not(marker_exists());
+	/* A clone of a source in use gives up and says why. */
+	put(P(src, "a"), "a", 1, 0);
+	r = do_clone(root_fd, 5000, NULL, &err);
+	cr_assert_eq(r, -ECANCELED, "clone_tree returned %d: %s", r, err ? err : "");
+	cr_assert(err && strstr(err, "stopping"), "message: %s", err);
+	assert_not_frozen();
+	free(err);
+	marker_done();
+}
+
+#define BIG_CHANGE (200u << 20)
+
+/* Rewrites the whole big file and drops it from the cache: the frozen comparison must read it all again. */
+static void rewrite_big(void *userdata, unsigned attempt)
+{
+	int fd;
+
+	put_random(P(userdata, "big"), BIG_CHANGE, 0, 77 + attempt);
+	fd = open(P(userdata, "big"), O_RDONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(fsync(fd), 0);
+	(void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	close(fd);
+}
+
+Test(clone, the_budget_holds_inside_one_large_changed_file)
+{
+	/* FIFREEZE itself takes ~40 ms after such a write; reading the 200 MiB back takes ~300 ms. */
+	const unsigned budget = 120;
+	char *err = NULL;
+	uint64_t bound_us;
+	CloneStats st;
+	int r;
+
+	put_random(P(src, "big"), BIG_CHANGE, 0, 5);
+	clone_set_before_freeze_hook(rewrite_big, src);
+	r = do_clone(root_fd, budget, &st, &err);
+	cr_assert_eq(r, -ETIME, "clone_tree returned %d: %s", r, err ? err : "");
+	cr_assert(err && strstr(err, "budget of 120 ms"), "message: %s", err);
+	cr_log_info("frozen %.1f ms (budget %u ms): %s", st.frozen_us / 1000.0, budget, err);
+	/*
+	 * Past the budget (or past FIFREEZE, when flushing alone took longer: no
+	 * check can run inside it) by at most one chunk's read and the thaw.
+	 */
+	bound_us = (st.freeze_call_us > budget * 1000u ? st.freeze_call_us : budget * 1000u) + 80000u;
+	cr_assert_lt(st.frozen_us, bound_us, "frozen %.1f ms (%.1f ms of it in FIFREEZE) with a budget of %u ms",
+		     st.frozen_us / 1000.0, st.freeze_call_us / 1000.0, budget);
+	cr_assert_lt(st.delta_bytes, BIG_CHANGE, "the whole change was read while frozen");
+	assert_not_frozen();
+	free(err);
 }
 
 /* ---- a filesystem without reflink ---- */

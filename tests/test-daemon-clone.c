@@ -3,12 +3,14 @@
  * Create with from=SOURCE through the real daemon on loop-backed XFS: the
  * clone's content and Status, a source in use (the freeze path), every
  * refusal with its Err, idempotent re-creates, the record across a restart,
- * a partition without reflink, and a partition left frozen before start-up.
+ * a partition without reflink, and freezes that outlive a request: a stop
+ * inside one, a kill inside one, and a partition someone else froze.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -317,18 +320,195 @@ Test(daemon_clone, partition_without_reflink_refuses_or_copies)
 	}
 }
 
-Test(daemon_clone, a_partition_left_frozen_is_thawed_at_start)
+/* ---- freezes that outlive a request: a stop, a kill, someone else's ---- */
+
+/* A clone that stays frozen for 30 s, with no guardian (as the PID 1 of a managed plugin has none). */
+static const char *const long_freeze_env[] = { "NVMEVOL_SELFTEST=off", "NVMEVOL_TEST_FREEZE_NO_GUARDIAN=1",
+					       "NVMEVOL_TEST_FREEZE_HOLD_MS=30000",
+					       "NVMEVOL_CLONE_FREEZE_BUDGET_MS=60000", NULL };
+
+static void restart_with(const char *const *env)
 {
-	char mp[400], src[700];
-	int fd;
+	testbed_stop(&tb, SIGTERM);
+	cr_assert_eq(testbed_start(&tb, env), 0);
+}
+
+typedef struct AsyncClone {
+	pthread_t t;
+	char name[64], from[64];
+	int r;
+} AsyncClone;
+
+static void *clone_thread(void *userdata)
+{
+	AsyncClone *c = userdata;
+	ClientReply r = { 0 };
+
+	c->r = tb_call(&tb, "Create", &r, "{\"Name\":\"%s\",\"Opts\":{\"from\":\"%s\"}}", c->name, c->from);
+	client_reply_done(&r);
+	return NULL;
+}
+
+/* Starts Create NAME from=FROM (of a mounted source) and returns once its freeze holds. */
+static void clone_until_frozen(AsyncClone *c, const char *name, const char *from)
+{
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	snprintf(c->from, sizeof(c->from), "%s", from);
+	cr_assert_eq(pthread_create(&c->t, NULL, clone_thread, c), 0);
+	for (int i = 0; i < 300; i++) {
+		char *log = testbed_log_text(&tb);
+		bool frozen = strstr(log, "test hook: frozen") != NULL;
+
+		free(log);
+		if (frozen)
+			return;
+		usleep(50 * 1000);
+	}
+	cr_assert_fail("the clone of %s never froze its partition", from);
+}
+
+/* A writer on the partition, in a child: it waits in D state while the filesystem is frozen. */
+static pid_t start_write(const char *dir)
+{
+	char path[800];
+	pid_t pid;
+
+	snprintf(path, sizeof(path), "%s/written-after", dir);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		_exit(fd >= 0 && write(fd, "x", 1) == 1 && close(fd) == 0 ? 0 : 1);
+	}
+	return pid;
+}
+
+/* Whether the writer is done within @ms. */
+static bool write_done(pid_t pid, int ms)
+{
+	int st;
+
+	for (int i = 0; i <= ms / 10; i++) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+		usleep(10 * 1000);
+	}
+	return false;
+}
+
+/* What Docker does to stop a plugin: SIGTERM, then SIGKILL after @grace_ms. True if it exited by itself. */
+static bool stop_like_docker(int grace_ms)
+{
+	int st;
+
+	kill(tb.pid, SIGTERM);
+	for (int i = 0; i <= grace_ms / 10; i++) {
+		if (waitpid(tb.pid, &st, WNOHANG) == tb.pid) {
+			tb.pid = -1;
+			return true;
+		}
+		usleep(10 * 1000);
+	}
+	testbed_stop(&tb, SIGKILL);
+	return false;
+}
+
+static bool marker_present(int part)
+{
+	char path[600];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/freeze/%s", tb.state, tb.parts[part].uuid);
+	return lstat(path, &st) == 0;
+}
+
+Test(daemon_clone, a_stop_inside_a_freeze_thaws_before_the_daemon_exits)
+{
+	char src[700];
+	AsyncClone c;
+	bool exited;
+	char *log;
+	pid_t w;
+
+	if (!NVMEVOL_TEST_HOOKS)
+		cr_skip_test("needs a build with -Dtest_hooks=true (NVMEVOL_TEST_FREEZE_HOLD_MS)");
+	restart_with(long_freeze_env);
+	create_source("live", "", src, sizeof(src));
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"live\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
+	clone_until_frozen(&c, "snap", "live");
+	exited = stop_like_docker(5000);
+	w = start_write(src);
+	cr_assert(write_done(w, 1000), "the partition was still frozen after the daemon %s",
+		  exited ? "exited on SIGTERM" : "was killed 5 s after SIGTERM");
+	cr_assert(exited, "the daemon did not exit within 5 s of SIGTERM");
+	pthread_join(c.t, NULL);
+	cr_assert_neq(c.r, 0, "the clone abandoned by the stop answered success");
+	log = testbed_log_text(&tb);
+	cr_assert(strstr(log, "stopping: thawed the partition frozen for a clone"), "no thaw at the stop in the log");
+	free(log);
+	cr_assert_not(marker_present(part_of("live", src, sizeof(src))), "the freeze marker outlived the thaw");
+	/* The abandoned clone is gone, and the source serves on. */
+	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0);
+	cr_assert_neq(tb_call(&tb, "Get", &rep, "{\"Name\":\"snap\"}"), 0, "the abandoned clone exists");
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"live\"}"), 0, "%s", client_err(&rep));
+}
+
+Test(daemon_clone, a_kill_inside_its_own_freeze_is_thawed_at_the_next_start)
+{
+	char src[700];
+	AsyncClone c;
+	int part;
+	pid_t w;
+
+	if (!NVMEVOL_TEST_HOOKS)
+		cr_skip_test("needs a build with -Dtest_hooks=true (NVMEVOL_TEST_FREEZE_HOLD_MS)");
+	restart_with(long_freeze_env);
+	create_source("live", "", src, sizeof(src));
+	part = part_of("live", src, sizeof(src));
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"live\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
+	clone_until_frozen(&c, "snap", "live");
+	testbed_stop(&tb, SIGKILL);
+	pthread_join(c.t, NULL);
+	cr_assert(marker_present(part), "no freeze marker in the state directory");
+	/* Nothing thaws it now: writers wait. */
+	w = start_write(src);
+	cr_assert_not(write_done(w, 300), "the partition was not frozen after the kill");
+	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0);
+	cr_assert(write_done(w, 1000), "start-up did not thaw the partition its own freeze left frozen");
+	cr_assert_not(marker_present(part), "the marker outlived the thaw");
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"after\",\"Opts\":{\"from\":\"live\"}}"), 0, "%s",
+		     client_err(&rep));
+}
+
+Test(daemon_clone, a_partition_frozen_by_someone_else_is_left_frozen_and_not_served)
+{
+	char mp[400], src[700], other[700];
+	uint64_t t0;
+	json_t *p;
+	int fd, part, r;
 
 	create_source("kept", "", src, sizeof(src));
+	part = part_of("kept", src, sizeof(src));
 	testbed_stop(&tb, SIGKILL);
-	testbed_part_mountpoint(&tb, part_of("kept", src, sizeof(src)), mp, sizeof(mp));
+	testbed_part_mountpoint(&tb, part, mp, sizeof(mp));
+	cr_assert_eq(RUN("fsfreeze", "-f", mp), 0, "fsfreeze -f %s", mp);
+	t0 = freeze_now_us();
+	r = testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL });
+	cr_assert_eq(r, 0, "start-up failed or hung on a partition frozen by someone else: %s", strerror(-r));
+	cr_assert_lt(freeze_now_us() - t0, 5000000u, "start-up took %.1f s", (freeze_now_us() - t0) / 1e6);
+	/* Still frozen: FIFREEZE answers EBUSY (on a thawed filesystem it would freeze it: thaw_all() undoes that). */
 	fd = open(mp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	cr_assert_eq(ioctl(fd, FIFREEZE, 0), 0, "FIFREEZE: %s", strerror(errno));
-	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0);
-	cr_assert_eq(freeze_thaw_leftover(fd), 0, "start-up did not thaw the partition");
+	cr_assert_geq(fd, 0);
+	cr_assert(ioctl(fd, FIFREEZE, 0) < 0 && errno == EBUSY, "start-up thawed a freeze that was not nvmevol's");
 	close(fd);
-	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"after\",\"Opts\":{\"from\":\"kept\"}}"), 0, "%s", client_err(&rep));
+	/* Said, and not served for writes; the other partition serves. */
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"kept\"}"), 0, "%s", client_err(&rep));
+	p = status("partition");
+	cr_assert(json_is_false(json_object_get(p, "present")), "the frozen partition is served");
+	cr_assert(strstr(json_string_value(json_object_get(p, "problem")) ?: "", "frozen by someone else"),
+		  "problem: %s", json_string_value(json_object_get(p, "problem")));
+	cr_assert_neq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"kept\",\"ID\":\"m\"}"), 0, "a volume of a frozen partition mounted");
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"fresh\"}"), 0, "%s", client_err(&rep));
+	cr_assert_neq(part_of("fresh", other, sizeof(other)), part, "a new volume went to the frozen partition");
+	cr_assert_eq(RUN("fsfreeze", "-u", mp), 0);
 }

@@ -376,6 +376,16 @@ typedef struct CaptureCtx {
 	bool changed;
 } CaptureCtx;
 
+/* Frozen: -ETIME past the budget, -ECANCELED once the program is stopping (its freeze is thawed already). */
+static int capture_check(const Walk *w)
+{
+	if (freeze_aborted())
+		return -ECANCELED;
+	if (freeze_now_us() > w->deadline_us)
+		return -ETIME;
+	return 0;
+}
+
 static int capture_range(void *userdata, uint64_t off, uint64_t len, bool hole)
 {
 	CaptureCtx *x = userdata;
@@ -383,6 +393,9 @@ static int capture_range(void *userdata, uint64_t off, uint64_t len, bool hole)
 	int r;
 
 	x->changed = true;
+	r = capture_check(x->w);
+	if (r < 0)
+		return r;
 	if (hole)
 		return emit_range(x->w, CLONE_PLAN_PUNCH, x->name, off, len, 0);
 	if (len > SIZE_MAX)
@@ -390,9 +403,16 @@ static int capture_range(void *userdata, uint64_t off, uint64_t len, bool hole)
 	r = clone_plan_reserve(x->w->plan, (size_t)len, &data_off);
 	if (r < 0)
 		return r;
-	r = pread_all(x->src, x->w->plan->data + data_off, (size_t)len, off);
-	if (r < 0)
-		return r;
+	/* In chunks: one range may be as large as the plan (256 MiB), and the budget holds inside it too. */
+	for (uint64_t done = 0; done < len; done += CLONE_CAPTURE_CHUNK) {
+		uint64_t n = len - done < CLONE_CAPTURE_CHUNK ? len - done : CLONE_CAPTURE_CHUNK;
+
+		r = done > 0 ? capture_check(x->w) : 0;
+		if (r == 0)
+			r = pread_all(x->src, x->w->plan->data + data_off + done, (size_t)n, off + done);
+		if (r < 0)
+			return r;
+	}
 	x->w->st->delta_bytes += len;
 	return emit_range(x->w, CLONE_PLAN_WRITE, x->name, off, len, data_off);
 }
@@ -470,8 +490,8 @@ static int do_file(Walk *w, Frame *f, const char *name, bool c_exists, const str
 			x.changed = true;
 			f->dirty = true;
 		}
-		if (r == -E2BIG)
-			return r; /* more than the plan may hold: the caller retries */
+		if (r == -E2BIG || r == -ETIME || r == -ECANCELED)
+			return r; /* more than the plan may hold (the caller retries), past the budget, or stopping */
 		if (r < 0)
 			return fail(w, r, "cannot compare", name);
 		return sync_meta(w, name, src, &ss, dst, x.changed);
@@ -687,8 +707,11 @@ static int handle_entry(Walk *w, Frame *f, const char *name)
 	uint64_t c_ino = 0;
 	int r;
 
-	if (w->mode == WALK_CAPTURE && freeze_now_us() > w->deadline_us)
-		return -ETIME;
+	if (w->mode == WALK_CAPTURE) {
+		r = capture_check(w);
+		if (r < 0)
+			return r;
+	}
 	w->examined++;
 	r = dircursor_stat(&w->s, name, &ss);
 	if (r == -EXDEV)
@@ -914,6 +937,26 @@ static int capture_pass(const CloneParams *p, CloneStats *st, ClonePlan *plan, u
 	return r;
 }
 
+/*
+ * Test builds: NVMEVOL_TEST_FREEZE_HOLD_MS=N stays frozen N ms before the
+ * comparison (as a slow one would; the budget counts it), so that tests can
+ * stop or kill the daemon inside its freeze.
+ */
+static void test_hold_frozen(void)
+{
+#if defined(NVMEVOL_TEST_HOOKS) && NVMEVOL_TEST_HOOKS
+	const char *e = getenv("NVMEVOL_TEST_FREEZE_HOLD_MS");
+	uint64_t end;
+
+	if (!e)
+		return;
+	end = freeze_now_us() + strtoull(e, NULL, 10) * 1000u;
+	log_info("test hook: frozen, holding the freeze for %s ms", e);
+	while (freeze_now_us() < end && !freeze_aborted())
+		(void)nanosleep(&(struct timespec){ .tv_nsec = 10 * 1000 * 1000 }, NULL);
+#endif
+}
+
 /* Freeze, capture, thaw, apply. 1 = the changes exceeded the plan's room: sync again and retry. */
 static int frozen_pass(const CloneParams *p, CloneStats *st, uint64_t entries, char **reterr_msg)
 {
@@ -924,7 +967,9 @@ static int frozen_pass(const CloneParams *p, CloneStats *st, uint64_t entries, c
 	int r, rt;
 
 	clone_plan_init(&plan, p->delta_max ? p->delta_max : CLONE_DELTA_MAX_DEFAULT);
-	r = freeze_begin(&fz, p->freeze_fd, p->freeze_budget_ms);
+	r = freeze_begin(&fz, p->freeze_fd, p->freeze_marker, p->freeze_budget_ms);
+	if (r == -ECANCELED)
+		return errmsg_set(reterr_msg, r, "the plugin is stopping");
 	if (r < 0) {
 		errno = -r;
 		return errmsg_set(reterr_msg, r, "cannot freeze the filesystem%s: %m",
@@ -933,11 +978,18 @@ static int frozen_pass(const CloneParams *p, CloneStats *st, uint64_t entries, c
 	st->freezes++;
 	st->at = (int64_t)time(NULL);
 	/* Nothing may be written from here to freeze_end(): it would wait for the thaw. */
+	test_hold_frozen();
 	r = capture_pass(p, st, &plan, fz.started_us + (uint64_t)p->freeze_budget_ms * 1000u, &examined, &cerr);
 	rt = freeze_end(&fz, &frozen_us);
 	st->frozen_us = frozen_us;
 	st->freeze_call_us = fz.freeze_call_us;
 
+	if (rt == -ECANCELED || r == -ECANCELED) {
+		clone_plan_done(&plan);
+		return errmsg_set(reterr_msg, -ECANCELED,
+				  "the plugin is stopping: the clone was abandoned %.0f ms into its freeze and the partition "
+				  "thawed", frozen_us / 1000.0);
+	}
 	if (rt < 0) {
 		clone_plan_done(&plan);
 		errno = -rt;

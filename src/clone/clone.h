@@ -23,21 +23,31 @@
  * repeated on the clone (cheap: only what changed is cloned again) and the
  * freeze is tried again, at most CloneParams.attempts times. The time frozen
  * is bounded by CloneParams.freeze_budget_ms: past it the engine thaws and
- * fails with -ETIME.
+ * fails with -ETIME. The budget is checked before each entry and before each
+ * CLONE_CAPTURE_CHUNK read of a changed range, so a freeze ends at most one
+ * such step past it: one chunk read, one file's FIEMAP of up to
+ * CLONE_FILE_DIFF_WINDOW of its offsets (clone-file.h), or one directory
+ * listed. FIFREEZE's own flush counts against the budget and cannot be cut
+ * short: when it alone takes longer, the freeze ends one step after it. After freeze_abort_all() (a stop) it thaws at once and fails with
+ * -ECANCELED.
  */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "clone/freeze.h"
+
 #define CLONE_DELTA_MAX_DEFAULT (256ull << 20) /* bytes read while frozen, kept in memory */
 #define CLONE_ATTEMPTS_DEFAULT 4
 #define CLONE_DIR_ENTRIES_MAX 1000000          /* entries of one directory, held sorted in memory */
+#define CLONE_CAPTURE_CHUNK (4ull << 20)       /* bytes read while frozen between two budget checks */
 
 typedef struct CloneParams {
 	int src_fd;                /* the source directory */
 	int dst_fd;                /* an empty directory on the same filesystem */
 	int freeze_fd;             /* the filesystem to freeze for a consistent clone, or -1 (source not in use) */
+	const FreezeMarker *freeze_marker; /* where each freeze is marked (freeze.h); NULL: not marked (tests) */
 	unsigned freeze_budget_ms; /* longest freeze */
 	uint64_t delta_max;        /* 0 = CLONE_DELTA_MAX_DEFAULT */
 	unsigned attempts;         /* 0 = CLONE_ATTEMPTS_DEFAULT */

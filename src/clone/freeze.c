@@ -3,6 +3,8 @@
 #include <linux/fs.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -13,11 +15,24 @@
 
 #include "clone/freeze.h"
 #include "util/errmsg.h"
+#include "util/fs-util.h"
 #include "util/log.h"
 #include "util/macro.h"
 
 /* One freeze at a time in this process: a guardian may only ever thaw its own freeze. */
 static pthread_mutex_t freeze_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/*
+ * What freeze_abort_all() thaws: the filesystem of the freeze in progress.
+ * active_lock guards active_fd and is held only around an ioctl (never while
+ * FIFREEZE syncs), so the signal thread never waits for a freeze.
+ */
+static pthread_mutex_t active_lock = PTHREAD_MUTEX_INITIALIZER;
+static int active_fd = -EBADF;
+static atomic_bool aborted;
+
+#define BOOT_ID_PATH "/proc/sys/kernel/random/boot_id"
+#define MARKER_SIZE_MAX 256
 
 uint64_t freeze_now_us(void)
 {
@@ -99,19 +114,109 @@ static bool guardian_wanted(void)
 #endif
 }
 
-int freeze_begin(Freeze *f, int fs_fd, unsigned budget_ms)
+/* This boot's ID ("" if the kernel does not say: every marker then counts as this boot's). */
+static void boot_id(char *buf, size_t len)
+{
+	_cleanup_free_ char *s = NULL;
+
+	buf[0] = '\0';
+	if (read_file_at(AT_FDCWD, BOOT_ID_PATH, 64, &s, NULL) == 0)
+		snprintf(buf, len, "%.*s", (int)strcspn(s, "\n"), s);
+}
+
+static int marker_write(const Freeze *f)
+{
+	char id[64], buf[MARKER_SIZE_MAX];
+	int n;
+
+	boot_id(id, sizeof(id));
+	n = snprintf(buf, sizeof(buf), "boot %s\npid %ld\n", id, (long)getpid());
+	return write_file_replace_at(f->marker_fd, f->marker_name, buf, (size_t)n, 0600);
+}
+
+static void marker_remove(int dir_fd, const char *name)
+{
+	if (unlinkat(dir_fd, name, 0) < 0 && errno != ENOENT)
+		log_warning("cannot remove the freeze marker %s: %s (the next start finds it and thaws nothing frozen)",
+			    name, errno_str(errno));
+}
+
+/* 1: @m marks a freeze of this boot (the filesystem may still be frozen by us); 0: none (a stale one is removed). */
+static int marker_is_ours(const FreezeMarker *m)
+{
+	_cleanup_free_ char *s = NULL;
+	char id[64], want[80];
+	int r;
+
+	r = read_file_at(m->dir_fd, m->name, MARKER_SIZE_MAX, &s, NULL);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return 1; /* unreadable: it was written, so we may have frozen it */
+	boot_id(id, sizeof(id));
+	snprintf(want, sizeof(want), "boot %s\n", id);
+	if (id[0] && strncmp(s, "boot ", 5) == 0 && strncmp(s, want, strlen(want)) != 0) {
+		marker_remove(m->dir_fd, m->name); /* an earlier boot: its freeze ended with that kernel */
+		return 0;
+	}
+	return 1;
+}
+
+void freeze_abort_all(void)
+{
+	pthread_mutex_lock(&active_lock);
+	atomic_store(&aborted, true);
+	if (active_fd >= 0 && ioctl(active_fd, FITHAW, 0) == 0)
+		log_info("stopping: thawed the partition frozen for a clone (the clone is abandoned)");
+	pthread_mutex_unlock(&active_lock);
+}
+
+bool freeze_aborted(void)
+{
+	return atomic_load(&aborted);
+}
+
+static bool set_active(int fd)
+{
+	bool ok;
+
+	pthread_mutex_lock(&active_lock);
+	ok = fd < 0 || !atomic_load(&aborted);
+	if (ok)
+		active_fd = fd;
+	pthread_mutex_unlock(&active_lock);
+	return ok;
+}
+
+int freeze_begin(Freeze *f, int fs_fd, const FreezeMarker *marker, unsigned budget_ms)
 {
 	int pfd[2]; /* [0] the guardian's end, [1] ours */
 	pid_t pid;
 	uint64_t t0;
 	int r;
 
-	*f = (Freeze){ .fs_fd = fs_fd, .guard_fd = -EBADF, .guardian = -1 };
+	*f = (Freeze){ .fs_fd = fs_fd, .guard_fd = -EBADF, .guardian = -1, .marker_fd = -EBADF };
+	if (marker) {
+		if (strlen(marker->name) >= sizeof(f->marker_name))
+			return -ENAMETOOLONG;
+		f->marker_fd = marker->dir_fd;
+		strcpy(f->marker_name, marker->name);
+	}
 	/* Flush dirty data while writers can still run: FIFREEZE's own sync then has little left. */
 	if (syncfs(fs_fd) < 0)
 		return negative_errno();
 
 	pthread_mutex_lock(&freeze_lock);
+	if (!set_active(fs_fd)) {
+		r = -ECANCELED;
+		goto fail_unlock;
+	}
+	/* Before FIFREEZE, and where the freeze cannot hold it up: the next start thaws only what is marked. */
+	if (f->marker_fd >= 0) {
+		r = marker_write(f);
+		if (r < 0)
+			goto fail_unlock;
+	}
 	/* A socket, not a pipe: telling a guardian that already exited must not raise SIGPIPE. */
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pfd) < 0) {
 		r = negative_errno();
@@ -145,11 +250,15 @@ int freeze_begin(Freeze *f, int fs_fd, unsigned budget_ms)
 	}
 	f->freeze_call_us = freeze_now_us() - f->started_us;
 	f->active = true;
+	/* A stop during FIFREEZE may have found nothing to thaw: the holder sees freeze_aborted() and ends it. */
 	return 0;
 
 fail_unlock:
+	if (f->marker_fd >= 0)
+		marker_remove(f->marker_fd, f->marker_name);
+	(void)set_active(-EBADF);
 	pthread_mutex_unlock(&freeze_lock);
-	*f = (Freeze){ .fs_fd = -EBADF, .guard_fd = -EBADF, .guardian = -1 };
+	*f = (Freeze){ .fs_fd = -EBADF, .guard_fd = -EBADF, .guardian = -1, .marker_fd = -EBADF };
 	return r;
 }
 
@@ -159,12 +268,13 @@ int freeze_end(Freeze *f, uint64_t *ret_frozen_us)
 
 	if (!f->active)
 		return 0;
+	(void)set_active(-EBADF);
 	r = thaw_retrying(f->fs_fd);
 	if (r == -EINVAL)
-		r = -ESTALE; /* someone else thawed it */
+		r = freeze_aborted() ? -ECANCELED : -ESTALE; /* someone else thawed it */
 	if (ret_frozen_us)
 		*ret_frozen_us = freeze_now_us() - f->started_us;
-	if (r < 0 && r != -ESTALE)
+	if (r < 0 && r != -ESTALE && r != -ECANCELED)
 		log_error("cannot thaw a frozen partition (%s): its writers wait until it is thawed (fsfreeze --unfreeze)",
 			  errno_str(r));
 	/* Only a done thaw is announced: otherwise the guardian, seeing the socket close, tries again. */
@@ -178,14 +288,38 @@ int freeze_end(Freeze *f, uint64_t *ret_frozen_us)
 			/* Our thaw failed and the guardian's worked: frozen for the whole time after all. */
 			log_warning("the partition was thawed by the freeze guardian after a failed thaw");
 			r = 0;
-		} else
+		} else if (r == 0)
 			r = -ESTALE; /* its deadline passed and it thawed, before us */
 	}
+	/* Thawed (by anyone): nothing of ours is frozen. A failed thaw keeps the marker for the next start. */
+	if (f->marker_fd >= 0 && (r == 0 || r == -ESTALE || r == -ECANCELED))
+		marker_remove(f->marker_fd, f->marker_name);
 	f->active = false;
 	f->guard_fd = -EBADF;
 	f->guardian = -1;
 	pthread_mutex_unlock(&freeze_lock);
 	return r;
+}
+
+int freeze_recover(int fs_fd, const FreezeMarker *marker, bool probe)
+{
+	Freeze f;
+	int r;
+
+	if (marker && marker_is_ours(marker)) {
+		r = freeze_thaw_leftover(fs_fd);
+		if (r >= 0)
+			marker_remove(marker->dir_fd, marker->name);
+		return r;
+	}
+	if (!probe)
+		return 0;
+	/* FIFREEZE answers EBUSY without waiting where someone holds a freeze; a write would wait for the thaw. */
+	r = freeze_begin(&f, fs_fd, marker, 0);
+	if (r < 0)
+		return r;
+	r = freeze_end(&f, NULL);
+	return r == -ESTALE ? 0 : r;
 }
 
 int freeze_thaw_leftover(int fs_fd)

@@ -2,13 +2,25 @@
 /*
  * Freezing a filesystem (FIFREEZE) for a bounded time and always thawing it
  * (FITHAW). While frozen, every write to it waits: nvmevol's own writes too,
- * so nothing may be written between freeze_begin() and freeze_end().
+ * so nothing may be written there between freeze_begin() and freeze_end().
  *
- * A guardian process (forked with _Fork(): no atfork handlers, only
- * async-signal-safe calls in the child) thaws the filesystem if the daemon
- * dies or hangs past the budget plus FREEZE_GUARD_GRACE_MS. It cannot outlive
- * a daemon that is PID 1 of its namespace (a managed plugin: the kernel kills
- * the namespace with it); start-up then thaws with freeze_thaw_leftover().
+ * Three things thaw a freeze that its holder does not end:
+ *  - a guardian process (forked with _Fork(): no atfork handlers, only
+ *    async-signal-safe calls in the child) if the daemon dies or hangs past
+ *    the budget plus FREEZE_GUARD_GRACE_MS. It cannot outlive a daemon that is
+ *    PID 1 of its namespace (a managed plugin: the kernel kills the namespace
+ *    with it);
+ *  - freeze_abort_all(), from the thread that takes SIGTERM: Docker follows
+ *    it with SIGKILL, which nothing survives;
+ *  - freeze_recover() at the next start, through the marker.
+ *
+ * The marker: a file written (FreezeMarker) before FIFREEZE and removed after
+ * FITHAW, holding this boot's ID. It lives in the host's state directory,
+ * never on the filesystem frozen (that one takes no write while frozen, and an
+ * attach must be able to mark a partition whose state it does not know yet).
+ * It needs no fsync: a freeze does not outlive the kernel, and a process crash
+ * keeps the page cache. Only a marker of this boot makes freeze_recover()
+ * thaw: a filesystem frozen by anyone else (an admin's fsfreeze) is left alone.
  *
  * One freeze at a time in the process (a mutex inside), so a guardian can
  * never thaw someone else's freeze.
@@ -20,6 +32,13 @@
 #include <sys/types.h>
 
 #define FREEZE_GUARD_GRACE_MS 1000
+#define FREEZE_MARKER_NAME_MAX 64
+
+/* Where a freeze is marked: @name (the partition's UUID) in @dir_fd. */
+typedef struct FreezeMarker {
+	int dir_fd;
+	const char *name;
+} FreezeMarker;
 
 typedef struct Freeze {
 	int fs_fd;
@@ -27,25 +46,51 @@ typedef struct Freeze {
 	int guard_fd;        /* our end of the guardian's socket */
 	uint64_t started_us; /* CLOCK_MONOTONIC before FIFREEZE */
 	uint64_t freeze_call_us; /* how long FIFREEZE itself took (it syncs the filesystem) */
+	int marker_fd;       /* the marker's directory, or -EBADF (none) */
+	char marker_name[FREEZE_MARKER_NAME_MAX];
 	bool active;
 } Freeze;
 
 /*
- * Syncs the filesystem of @fs_fd (writers are not held during that), starts the
- * guardian with a deadline of @budget_ms + FREEZE_GUARD_GRACE_MS and freezes.
- * -EBUSY if it is already frozen. On failure nothing is frozen.
+ * Writes the marker (@marker NULL: none, for tests), syncs the filesystem of
+ * @fs_fd (writers are not held during that), starts the guardian with a
+ * deadline of @budget_ms + FREEZE_GUARD_GRACE_MS and freezes. -EBUSY if it is
+ * already frozen, -ECANCELED after freeze_abort_all(). On failure nothing is
+ * frozen and no marker is left.
  */
-int freeze_begin(Freeze *f, int fs_fd, unsigned budget_ms);
+int freeze_begin(Freeze *f, int fs_fd, const FreezeMarker *marker, unsigned budget_ms);
 
 /*
- * Thaws and stops the guardian. *ret_frozen_us: from before FIFREEZE to after
- * FITHAW (what writers waited at most). -ESTALE when the filesystem was no
- * longer frozen: someone (the guardian, past its deadline, or an admin)
- * thawed it, so it was not frozen for the whole time. A no-op when not active.
+ * Thaws, stops the guardian and removes the marker (kept if the thaw failed:
+ * the next start thaws). *ret_frozen_us: from before FIFREEZE to after FITHAW
+ * (what writers waited at most). -ESTALE when the filesystem was no longer
+ * frozen: someone (the guardian, past its deadline, or an admin) thawed it, so
+ * it was not frozen for the whole time; -ECANCELED when freeze_abort_all()
+ * thawed it. A no-op when not active.
  */
 int freeze_end(Freeze *f, uint64_t *ret_frozen_us);
 
-/* Thaws a filesystem a crash left frozen: 1 if it was frozen, 0 if not, or -errno. */
+/*
+ * The stop: thaws the freeze in progress, if any (its holder sees
+ * freeze_aborted() and freeze_end() answers -ECANCELED), and makes every
+ * later freeze_begin() fail. Takes no lock a freeze holds for long; call it
+ * from the signal-taking thread before waiting for the request threads.
+ */
+void freeze_abort_all(void);
+bool freeze_aborted(void);
+
+/*
+ * At attach, before anything is written to the filesystem of @fs_fd: thaws it
+ * if @marker says nvmevol froze it in this boot (1: it was frozen; 0: it was
+ * not), and removes the marker (one of an earlier boot is removed unread).
+ * Without such a marker and with @probe, finds out without waiting whether
+ * someone else holds it frozen: FIFREEZE answers EBUSY then (-EBUSY here),
+ * else it is thawed again at once, under a marker like any freeze. Never
+ * blocks on a frozen filesystem.
+ */
+int freeze_recover(int fs_fd, const FreezeMarker *marker, bool probe);
+
+/* FITHAW, whoever froze it: 1 if it was frozen, 0 if not, or -errno. For tests and for freeze_recover(). */
 int freeze_thaw_leftover(int fs_fd);
 
 /* CLOCK_MONOTONIC in microseconds. */

@@ -177,6 +177,7 @@ int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, c
 	Volume *src = prep->source;
 	CloneParams p = { .freeze_budget_ms = (unsigned)m->cfg->clone_freeze_budget_ms, .allow_copy = prep->copy };
 	CloneStats st = { 0 };
+	const FreezeMarker marker = { .dir_fd = store_freeze_dir(m->store), .name = prep->part->uuid };
 	struct stat a, b;
 	bool mounted;
 	int r;
@@ -204,6 +205,7 @@ int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, c
 	else {
 		/* In use: the writes that race with the clone are carried over under a freeze (clone.h). */
 		p.freeze_fd = mounted ? fs->root_fd : -EBADF;
+		p.freeze_marker = &marker;
 		r = clone_tree(&p, &st, &why);
 	}
 	pthread_mutex_unlock(&src->op_lock);

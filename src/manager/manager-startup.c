@@ -458,6 +458,7 @@ int manager_start(Manager *m, char **reterr_msg)
 	r = binds_open(m->cfg->propagated_mount, &m->binds, reterr_msg);
 	if (r < 0)
 		return r;
+	pool_set_freeze_dir(m->pool, store_freeze_dir(m->store));
 	r = pool_scan(m->pool, NULL, NULL);
 	if (r < 0)
 		return errmsg_set(reterr_msg, r, "partition discovery failed: %s", errno_str(r));

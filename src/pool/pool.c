@@ -42,6 +42,7 @@ struct Pool {
 	bool scanned; /* the first scan is done: later ones apply the trust rule */
 	PoolSilentDevice *silent; /* devices whose probe did not answer at the last scan */
 	size_t n_silent;
+	int freeze_dir_fd; /* the freeze markers (freeze.h), or -EBADF; set before the first scan */
 };
 
 
@@ -52,6 +53,7 @@ int pool_new(const Settings *cfg, Pool **ret)
 	if (!p)
 		return -ENOMEM;
 	p->cfg = cfg;
+	p->freeze_dir_fd = -EBADF;
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_mutex_init(&p->scan_lock, NULL);
 	*ret = p;
@@ -577,19 +579,36 @@ static void note_geometry(Pool *p, Partition *part, const PartitionFs *fs)
 	}
 }
 
-/* Thaws a filesystem that a clone interrupted by a crash left frozen (freeze.h). */
-static void thaw_leftover(const char *mountpoint, const char *device)
+void pool_set_freeze_dir(Pool *p, int dir_fd)
 {
-	_cleanup_close_ int fd = open(mountpoint, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	p->freeze_dir_fd = dir_fd;
+}
+
+/*
+ * Before anything is written to the mount: a frozen filesystem makes every
+ * write wait. Thaws what a crash of ours left frozen (the marker says so);
+ * a freeze of someone else's is left alone and keeps the partition out
+ * (-EBUSY) until a scan finds it thawed. A read-only attach writes nothing,
+ * so it is not probed.
+ */
+static int recover_freeze(Pool *p, Partition *part, const char *device, bool read_only, char **why)
+{
+	_cleanup_close_ int fd = open(part->mountpoint, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	const FreezeMarker m = { .dir_fd = p->freeze_dir_fd, .name = part->uuid };
 	int r;
 
 	if (fd < 0)
-		return;
-	r = freeze_thaw_leftover(fd);
+		return 0; /* the layout's open says why */
+	r = freeze_recover(fd, p->freeze_dir_fd >= 0 ? &m : NULL, !read_only);
 	if (r > 0)
-		log_warning("partition on %s was frozen (a clone interrupted by a crash): thawed", device);
-	else if (r < 0)
+		log_warning("partition on %s was frozen by nvmevol (a freeze interrupted by a crash): thawed", device);
+	else if (r == -EBUSY) {
+		*why = why_printf("%s is frozen by someone else (fsfreeze, not nvmevol): it is not served, and not "
+				  "thawed, until 'fsfreeze --unfreeze %s'", device, part->mountpoint);
+		return r;
+	} else if (r < 0)
 		log_warning("partition on %s: cannot check whether it is frozen: %s", device, errno_str(r));
+	return 0;
 }
 
 /*
@@ -739,8 +758,9 @@ static int attach(Pool *p, Partition *part, const ProbedDevice *d, bool adopt)
 	if (r < 0)
 		goto fail;
 
-	/* Before anything is written there: a frozen filesystem would make every write wait forever. */
-	thaw_leftover(part->mountpoint, d->device);
+	r = recover_freeze(p, part, d->device, read_only, &why);
+	if (r < 0)
+		goto fail;
 
 	r = open_layout(part, d->device, st.st_rdev, read_only, &e, &fs, &why);
 	if (r < 0)

@@ -138,6 +138,12 @@ typedef struct PoolSilentDevice {
 
 int pool_new(const Settings *cfg, Pool **ret);
 Pool *pool_free(Pool *p);
+/*
+ * The directory of the freeze markers (store_freeze_dir()), before the first
+ * scan: an attach thaws a partition only where a marker says nvmevol froze it
+ * (freeze.h). Without one nothing is ever thawed at attach.
+ */
+void pool_set_freeze_dir(Pool *p, int dir_fd);
 
 /*
  * Discovers partitions, mounts the new ones, re-verifies the known ones and

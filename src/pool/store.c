@@ -19,6 +19,7 @@ struct Store {
 	int state_fd;
 	int index_fd;  /* <state>/index: one small file per volume, outlives any partition */
 	int mounts_fd; /* <state>/mounts: per-ID mount counts of each mounted volume */
+	int freeze_fd; /* <state>/freeze: a marker per partition nvmevol holds frozen (freeze.h) */
 	int lock_fd;   /* <state>/lock, flock'ed: one instance per state directory */
 };
 
@@ -65,6 +66,8 @@ Store *store_free(Store *s)
 		close(s->index_fd);
 	if (s->mounts_fd >= 0)
 		close(s->mounts_fd);
+	if (s->freeze_fd >= 0)
+		close(s->freeze_fd);
 	if (s->lock_fd >= 0)
 		close(s->lock_fd);
 	free(s);
@@ -80,7 +83,7 @@ int store_open(const char *state_dir, Store **ret, char **reterr_msg)
 
 	if (!s)
 		return -ENOMEM;
-	s->state_fd = s->index_fd = s->mounts_fd = s->lock_fd = -EBADF;
+	s->state_fd = s->index_fd = s->mounts_fd = s->freeze_fd = s->lock_fd = -EBADF;
 	s->path = strdup(state_dir);
 	if (!s->path)
 		return -ENOMEM;
@@ -98,6 +101,9 @@ int store_open(const char *state_dir, Store **ret, char **reterr_msg)
 	r = open_subdir(s->state_fd, "mounts", &s->mounts_fd);
 	if (r < 0)
 		return errmsg_set(reterr_msg, r, "cannot open %s/mounts: %s", state_dir, errno_str(r));
+	r = open_subdir(s->state_fd, "freeze", &s->freeze_fd);
+	if (r < 0)
+		return errmsg_set(reterr_msg, r, "cannot open %s/freeze: %s", state_dir, errno_str(r));
 	*ret = TAKE_PTR(s);
 	return 0;
 }
@@ -105,6 +111,11 @@ int store_open(const char *state_dir, Store **ret, char **reterr_msg)
 const char *store_path(Store *s)
 {
 	return s->path;
+}
+
+int store_freeze_dir(Store *s)
+{
+	return s->freeze_fd;
 }
 
 /*

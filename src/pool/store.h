@@ -6,7 +6,10 @@
  *  - the index: <state>/index/<name>.json, so that Get still answers for a
  *    volume whose partition is missing (Docker forgets a volume Get denies);
  *  - mount counts: <state>/mounts/<name>.json while a volume is mounted
- *    (host state; kept off the partition so a full disk still mounts).
+ *    (host state; kept off the partition so a full disk still mounts);
+ *  - freeze markers: <state>/freeze/<partition UUID> while nvmevol holds that
+ *    partition frozen (written and removed by freeze.c, not atomic-fsynced:
+ *    freeze.h says why).
  * Every write is atomic (temp file, fsync, rename, fsync of the directory),
  * and every read, write and delete is tried once more after an error.
  * The caller holds the volume's op_lock (or owns a volume not yet registered),
@@ -22,10 +25,12 @@
 
 typedef struct Store Store;
 
-/* mkdir -p of @state_dir, the instance lock (-EBUSY if another nvmevol holds it), index/ and mounts/. */
+/* mkdir -p of @state_dir, the instance lock (-EBUSY if another nvmevol holds it), index/, mounts/ and freeze/. */
 int store_open(const char *state_dir, Store **ret, char **reterr_msg);
 Store *store_free(Store *s);
 const char *store_path(Store *s);
+/* <state>/freeze, open for the store's lifetime: the FreezeMarker directory. */
+int store_freeze_dir(Store *s);
 
 int store_save_record(PartitionFs *fs, const Volume *v);
 bool store_has_record(PartitionFs *fs, const char *name);

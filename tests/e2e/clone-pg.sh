@@ -138,12 +138,17 @@ main() {
 
     # The plugin dies while a partition is frozen (as it could inside a clone's freeze): it is PID 1
     # of its namespace, so no guardian outlives it. Docker restarts it, and its start-up thaws the
-    # partition before anything else; the database that waited goes on.
-    local root pid newpid i r
+    # partition before anything else; the database that waited goes on. The freeze is made here
+    # as the plugin makes its own: its marker (this boot's ID) in the state directory first, since
+    # start-up thaws only what a marker says nvmevol froze (an admin's own fsfreeze stays).
+    local root pid newpid i r uuid
     root=$(find_on_partitions nvmevol/volumes/pgclone)
     root=${root%/nvmevol/volumes/pgclone}
+    uuid=$(blkid -s UUID -o value "$(findmnt -no SOURCE --target "$root")")
     pid=$(e2e_plugin_pid)
     sql pgclone 'CREATE TABLE IF NOT EXISTS after_thaw (x int)' >/dev/null
+    printf 'boot %s\npid %s\n' "$(cat /proc/sys/kernel/random/boot_id)" "$pid" \
+        >"$(e2e_propagated_mount)/.state/freeze/$uuid"
     fsfreeze --freeze "$root"
     pg pgclone psql -h /var/run/postgresql -XAtq -c 'INSERT INTO after_thaw VALUES (1); CHECKPOINT' postgres \
         >"$E2E_WORK/insert.out" 2>&1 &
