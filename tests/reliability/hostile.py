@@ -64,7 +64,7 @@ def fd_targets(pid):
     c = Counter()
     for fd in os.listdir("/proc/%d/fd" % pid):
         try:
-            c.add(re.sub(r"\d+", "N", os.readlink("/proc/%d/fd/%s" % (pid, fd))))
+            c.add(re.sub(r"\[\d+\]", "[N]", os.readlink("/proc/%d/fd/%s" % (pid, fd))))
         except OSError:
             pass
     return dict(c)
