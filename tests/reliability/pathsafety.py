@@ -35,8 +35,8 @@ from nvtlib import Testbed, Counter, mountinfo, log  # noqa: E402
 
 NAMES = ["ps%d" % i for i in range(6)]
 # Successes each operation must reach per 30 s: an attacker that breaks every request proves nothing.
-# On 2 shared cores a 30 s run has about 400-1,000 of each; see RESULTS.md.
-MIN_OK = 50
+# A 30 s run on 2 shared cores had 75 Creates, 1,652 Mounts, 2,039 Unmounts and 88 Removes succeed.
+MIN_OK = 20
 OPS = ("Create", "Mount", "Unmount", "Remove")
 
 
