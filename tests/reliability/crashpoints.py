@@ -171,6 +171,8 @@ def main():
     ap.add_argument("--max-per-syscall", type=int, default=0, help="cap n per syscall (0 = all)")
     ap.add_argument("--ops", default=",".join(OPS), help="operations to kill in (default: all)")
     ap.add_argument("--max-points", type=int, default=0, help="stop after this many points (0 = all)")
+    ap.add_argument("--request-timeout", type=float, default=REQUEST_TIMEOUT,
+                    help="a request without an answer for this long, the daemon alive, is a hang")
     ap.add_argument("--sabotage", choices=sorted(SABOTAGE),
                     help="play a broken daemon (the run must fail): segv: a SIGSEGV instead of the kill; "
                          "hang: the call blocks instead; data: the data file changes across the restart")
@@ -203,7 +205,7 @@ def main():
                     points += 1
                     answered = hung = False
                     try:
-                        tb.call(endpoint, body, timeout=REQUEST_TIMEOUT)
+                        tb.call(endpoint, body, timeout=args.request_timeout)
                         answered = True
                     except (TimeoutError, socket.timeout):
                         hung = tb.alive()
@@ -216,8 +218,8 @@ def main():
                         pass
                     p.detach()
                     if hung and rc is None:
-                        chk.bad("%s: the request hung (no answer in %d s, daemon alive): a deadlock is not an "
-                                "unreached point" % (label, REQUEST_TIMEOUT))
+                        chk.bad("%s: the request hung (no answer in %.0f s, daemon alive): a deadlock is not an "
+                                "unreached point" % (label, args.request_timeout))
                         hangs += 1
                     elif rc is None and not answered:
                         chk.bad("%s: no answer and no kill" % label)

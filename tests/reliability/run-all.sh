@@ -79,11 +79,11 @@ else
 		"concurrency-lsan|ok|$HERE/concurrency.py 10 --binary $NVMEVOL_ASAN_BINARY"
 	)
 fi
-# The other checkers' sabotage runs, in both modes (about 60 s together).
+# The other checkers' sabotage runs, in both modes (about 45 s together on 2 shared cores).
 TESTS+=(
 	"crash-sabotage|fails:violations by kind: .*'bad_mount'|$HERE/crash.py 40 --sabotage wrong-partition"
 	"crashpoints-sabotage|fails:crashes=[1-9]|$HERE/crashpoints.py --sabotage segv --ops mount --max-points 3"
-	"crashpoints-hang|fails:hangs=[1-9]|$HERE/crashpoints.py --sabotage hang --ops mount --max-points 1"
+	"crashpoints-hang|fails:hangs=[1-9]|$HERE/crashpoints.py --sabotage hang --ops mount --max-points 1 --request-timeout 5"
 	"crashpoints-data|fails:the data written before the point changed|$HERE/crashpoints.py --sabotage data --ops unmount --max-points 2"
 	"faults-sabotage|fails:FAILED missing: the volume mounts again once its partition is back, found by a rescan|$HERE/faults.py missing --sabotage"
 	"hostile-sabotage|fails:FAILED fd count|$HERE/hostile.py 400 --sabotage"
