@@ -14,18 +14,24 @@ An error the operation did not deserve, or a deserved error that did not
 come, is counted. At the end every client releases its mounts and the
 invariants are checked: shared volumes at count 0 and unmounted, no mount or
 mountpoint left under prop/, no orphan directory, every record "ready",
-nothing of the clients' own volumes left. RSS is sampled every second
+nothing of the clients' own volumes left. A transport error, a reply slower
+than --request-timeout (60 s) or one that is not a JSON object, and a client
+thread that stops early, fail the run (--sabotage stops the daemon for longer
+than the timeout halfway: the run must fail). RSS is sampled every second
 (growth after a warm-up is reported); with an ASan build the daemon is
 stopped with SIGTERM and LeakSanitizer must report nothing.
 """
 
 import argparse
+import http.client
 import json
 import os
+import signal
 import random
 import sys
 import threading
 import time
+import traceback
 
 sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -40,8 +46,10 @@ def ok(st, j):
 
 
 class Client(threading.Thread):
-    def __init__(self, k, tb, t_end, seed, stats, lat, lock):
+    def __init__(self, k, tb, t_end, seed, stats, lat, lock, timeout):
         super().__init__()
+        self.timeout = timeout
+        self.finished = False
         self.k, self.tb, self.t_end = k, tb, t_end
         self.rng = random.Random(seed)
         self.stats, self.lat, self.lock = stats, lat, lock
@@ -50,21 +58,34 @@ class Client(threading.Thread):
         self.bad = []
 
     def call(self, op, body):
+        """(status, JSON object); a transport error, a timeout or a reply that is not a JSON object is
+        counted as a failure and gives (0, {}), so that the client goes on and every expectation fails."""
         t0 = time.monotonic()
-        st, j = self.tb.call("/VolumeDriver." + op if not op.startswith("/") else op, body, timeout=60)
+        try:
+            st, j = self.tb.call("/VolumeDriver." + op if not op.startswith("/") else op, body,
+                                 timeout=self.timeout)
+        except (OSError, http.client.HTTPException) as e:
+            self.failure("transport_errors", "%s %s: %r" % (op, json.dumps(body)[:80], e))
+            return 0, {}
         dt = time.monotonic() - t0
         with self.lock:
             self.lat.setdefault(op, []).append(dt)
             self.stats.add(op)
+        if not isinstance(j, dict):
+            self.failure("bad_replies", "%s %s -> %s, not a JSON object: %r" % (op, json.dumps(body)[:80], st, j))
+            return 0, {}
         return st, j
+
+    def failure(self, kind, what):
+        with self.lock:
+            self.stats.add(kind)
+        if len(self.bad) < 5:
+            self.bad.append(what)
+        log("client %d: %s" % (self.k, what))
 
     def expect(self, cond, what):
         if not cond:
-            with self.lock:
-                self.stats.add("undeserved")
-            if len(self.bad) < 5:
-                self.bad.append(what)
-            log("client %d: %s" % (self.k, what))
+            self.failure("undeserved", what)
 
     def fresh_id(self):
         self.n += 1
@@ -97,6 +118,13 @@ class Client(threading.Thread):
         self.expect(st >= 400 and j.get("Err"), "Get of removed %s -> %s %s" % (name, st, j))
 
     def run(self):
+        try:
+            self.work()
+            self.finished = True
+        except Exception:   # a client that stops early is a failure, never a silent loss
+            self.failure("lost_clients", "client %d stopped: %s" % (self.k, traceback.format_exc()[-600:]))
+
+    def work(self):
         while time.monotonic() < self.t_end:
             r = self.rng.random()
             name = self.rng.choice(SHARED)
@@ -152,6 +180,9 @@ def main():
     ap.add_argument("--clients", type=int, default=32)
     ap.add_argument("--binary", default=None)
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--request-timeout", type=float, default=60, help="a reply slower than this is a failure")
+    ap.add_argument("--sabotage", action="store_true",
+                    help="stop the daemon (SIGSTOP) for longer than the request timeout halfway: the run must fail")
     args = ap.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     log("concurrency: seed %d" % seed)
@@ -165,13 +196,20 @@ def main():
         stats, lat, lock = Counter(), {}, threading.Lock()
         t0 = time.monotonic()
         t_end = t0 + args.seconds
-        clients = [Client(k, tb, t_end, seed + k, stats, lat, lock) for k in range(args.clients)]
+        clients = [Client(k, tb, t_end, seed + k, stats, lat, lock, args.request_timeout)
+                   for k in range(args.clients)]
         for c in clients:
             c.start()
         rss = []
         fds = []
+        stopped = False
         while any(c.is_alive() for c in clients):
             time.sleep(1)
+            if args.sabotage and not stopped and time.monotonic() > t0 + args.seconds / 2:
+                stopped = True
+                os.kill(tb.pid, signal.SIGSTOP)
+                time.sleep(args.request_timeout + 1)
+                os.kill(tb.pid, signal.SIGCONT)
             if tb.alive():
                 rss.append((time.monotonic() - t0, rss_kib(tb.pid)))
                 fds.append(fd_count(tb.pid))
@@ -214,16 +252,21 @@ def main():
         for rep in reports:
             problems.append("sanitizer: " + rep[:3000])
         undeserved = stats.get("undeserved", 0)
-        total = sum(v for k, v in stats.items() if k != "undeserved")
+        lost = stats.get("transport_errors", 0) + stats.get("bad_replies", 0) + stats.get("lost_clients", 0)
+        unfinished = sum(1 for c in clients if not c.finished)
+        total = sum(v for k, v in stats.items()
+                    if k not in ("undeserved", "transport_errors", "bad_replies", "lost_clients"))
         warm = [r for t, r in rss if t >= min(5, args.seconds / 3)]
         growth = (warm[-1] - warm[0]) if len(warm) >= 2 else 0
         p99 = {}
         for op, ls in lat.items():
             ls.sort()
             p99[op.strip("/").replace("VolumeDriver.", "")] = round(1000 * ls[min(len(ls) - 1, int(0.99 * len(ls)))], 1)
-        print("concurrency: clients=%d seconds=%.0f ops=%d undeserved_errors=%d invariant_failures=%d "
-              "rss_start_kib=%d rss_end_kib=%d rss_growth_after_warmup_kib=%d fds_max=%d sanitizer_reports=%d" %
-              (args.clients, args.seconds, total, undeserved, len(problems) - len(reports),
+        print("concurrency: clients=%d seconds=%.0f ops=%d undeserved_errors=%d transport_errors=%d bad_replies=%d "
+              "lost_clients=%d invariant_failures=%d rss_start_kib=%d rss_end_kib=%d rss_growth_after_warmup_kib=%d "
+              "fds_max=%d sanitizer_reports=%d" %
+              (args.clients, args.seconds, total, undeserved, stats.get("transport_errors", 0),
+               stats.get("bad_replies", 0), unfinished, len(problems) - len(reports),
                rss[0][1] if rss else -1, rss[-1][1] if rss else -1, growth, max(fds) if fds else -1, len(reports)))
         print("  p99_ms: " + " ".join("%s=%s" % kv for kv in sorted(p99.items())))
         print("  rss_kib_samples: %s" % [r for _, r in rss][::max(1, len(rss) // 10)])
@@ -232,7 +275,7 @@ def main():
                 print("  UNDESERVED client %d: %s" % (c.k, b))
         for p in problems[:20]:
             print("  FAILED " + p)
-        rc = 0 if undeserved == 0 and not problems else 1
+        rc = 0 if undeserved == 0 and lost == 0 and unfinished == 0 and not problems else 1
     finally:
         tb.cleanup()
     sys.exit(rc)

@@ -18,8 +18,11 @@ then it is restarted and invariants I1-I7 are checked:
   I3 every record parses, is in state "ready", no temp files remain;
   I4 no orphan directory, no quarantine, no empty trash leftovers, no stray
      mount or mountpoint directory under prop/;
-  I5 count > 0 <=> bound at prop/<name> with noatime,nodiratime from the right
-     partition and directory;
+  I5 count > 0 <=> bound at prop/<name> from the right partition (the device
+     number of the partition mount holding the directory) and directory, with
+     noatime,nodiratime,nosuid,nodev (unless suid/dev=true), ro when the
+     partition is; the partition mounts are the whole XFS of the testbed's
+     devices, noatime,nodiratime,nosuid,nodev, private;
   I7 per mount ID: acknowledged mounts minus sent unmounts <= stored count
      <= sent mounts minus acknowledged unmounts. An over-count is the
      documented limitation (kill between persisting and replying) and is
@@ -29,8 +32,10 @@ A request whose reply was lost may or may not have happened; the check
 accepts both outcomes but never a half one. The daemon runs with
 NVMEVOL_TEST_FREEZE_NO_GUARDIAN=1 (as PID 1 of a plugin: no guardian outlives
 it), so a kill during the freeze of a clone of a mounted volume leaves the
-partition frozen for start-up to thaw. Prints one line of figures and exits
-non-zero on any violation.
+partition frozen for start-up to thaw. Prints one line of figures ("crash:
+kills=N ...") and exits non-zero on any violation, or when --max-seconds stops
+the run before --min-kills kills. --sabotage binds a mounted volume from the
+other partition (or without nosuid) after each restart: the run must fail.
 """
 
 import argparse
@@ -46,7 +51,8 @@ import time
 
 sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nvtlib import Testbed, Counter, ApiError, log, parse_http_response  # noqa: E402
+from nvtlib import (Testbed, Counter, ApiError, log, parse_http_response, bind_problems,  # noqa: E402
+                    partition_mount_problems)
 
 NAMES = ["c%02d" % i for i in range(10)]
 IDS = ["id-%d" % i for i in range(4)]
@@ -287,6 +293,27 @@ class CrashTest:
         os.close(fd)
         self.model[name].sentinel = tok
 
+    def sabotage(self):
+        """--sabotage: plays a daemon that bound a mounted volume wrongly (then the run must fail): from the
+        other partition (a directory of the same name there), or without nosuid."""
+        tb = self.tb
+        for name, v in sorted(self.model.items()):
+            target = os.path.join(tb.prop, name)
+            if v.lo_total() == 0 or not os.path.ismount(target) or not tb.volume_dir(name):
+                continue
+            if self.args.sabotage == "suid":
+                subprocess.run(["mount", "-o", "remount,bind,suid,nodev,noatime,nodiratime", target], check=True)
+            else:
+                other = [r for r in tb.fs_roots() if not tb.volume_dir(name).startswith(r + "/")][0]
+                src = os.path.join(other, "nvmevol", "volumes", name)
+                os.makedirs(src)
+                subprocess.run(["umount", target], check=True)
+                subprocess.run(["mount", "--bind", src, target], check=True)
+                subprocess.run(["mount", "-o", "remount,bind,nosuid,nodev,noatime,nodiratime", target], check=True)
+            log("sabotage: bind of %s %s" % (name, self.args.sabotage))
+            self.f.add("sabotaged")
+            return
+
     # ---- invariants ----
 
     def check(self):
@@ -405,10 +432,11 @@ class CrashTest:
             if len(binds) != 1:
                 self.violation("missing_mount", "%s: count %d, %d binds" % (name, total, len(binds)))
             else:
-                m = binds[0]
-                vfs = m["vfs"].split(",")
-                if (m["root"] != "/nvmevol/volumes/" + name or "noatime" not in vfs or "nodiratime" not in vfs):
-                    self.violation("bad_mount", "%s: %s" % (name, m))
+                # From the right partition (the device of the partition mount holding its directory) and
+                # directory, with the flags its options ask for.
+                part = tb.partition_entries().get(os.path.dirname(os.path.dirname(os.path.dirname(d)))) if d else None
+                for p in bind_problems(name, binds[0], part, status.get("options")):
+                    self.violation("bad_mount", p)
             if vol.get("Mountpoint") != mp:
                 self.violation("bad_mountpoint", "%s: Get says %s" % (name, vol.get("Mountpoint")))
         elif binds:
@@ -462,13 +490,16 @@ class CrashTest:
         for fn in os.listdir(tb.prop):
             if fn not in self.model or sum(self.model[fn].lo.values()) == 0:
                 self.violation("stale_mountpoint_dir", fn)
+        for p in partition_mount_problems(tb):
+            self.violation("bad_partition_mount", p)
         if not tb.canary_intact():
             self.violation("canary_changed", tb.canary)
 
     # ---- main loop ----
 
     def run(self):
-        t_end = time.monotonic() + self.args.max_seconds if self.args.max_seconds else None
+        t0 = time.monotonic()
+        t_end = t0 + self.args.max_seconds if self.args.max_seconds else None
         kills = 0
         self.restart_ms.append(self.tb.start() * 1000)
         try:
@@ -481,6 +512,8 @@ class CrashTest:
                 self.do_killed(*self.pick_op())
                 kills += 1
                 self.restart_ms.append(self.tb.start() * 1000)
+                if self.args.sabotage:
+                    self.sabotage()
                 self.check()
                 if kills % 100 == 0:
                     log("%d kills, %d volumes, %d violations" % (kills, len(self.model), sum(self.v.values())))
@@ -507,6 +540,9 @@ class CrashTest:
                 self.f.add("thawed_at_start", sum(1 for line in f if "was frozen" in line))
         except OSError:
             pass
+        if kills < min(self.args.min_kills, self.args.kills):
+            self.violation("too_few_kills", "%d kills within the budget of %.0f s, the stated minimum is %d" %
+                           (kills, self.args.max_seconds, self.args.min_kills))
         self.restart_ms.sort()
         p = lambda q: self.restart_ms[min(len(self.restart_ms) - 1, int(q * len(self.restart_ms)))]
         fig = dict(kills=kills,
@@ -525,8 +561,9 @@ class CrashTest:
                    clone_content=self.v.get("clone_content", 0),
                    acked_ops=self.f.get("acked_ops", 0),
                    restart_p50_ms=round(p(0.5)), restart_p99_ms=round(p(0.99)),
-                   restart_max_ms=round(self.restart_ms[-1]))
-        print(" ".join("%s=%s" % kv for kv in fig.items()))
+                   restart_max_ms=round(self.restart_ms[-1]), min_kills=self.args.min_kills,
+                   seconds=round(time.monotonic() - t0))
+        print("crash: " + " ".join("%s=%s" % kv for kv in fig.items()))
         if self.v:
             print("violations by kind: %s" % dict(self.v))
             for d in self.details:
@@ -540,6 +577,10 @@ def main():
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--binary", default=None)
     ap.add_argument("--max-seconds", type=float, default=0, help="stop early after this long")
+    ap.add_argument("--sabotage", choices=["wrong-partition", "suid"],
+                    help="after each restart, bind one mounted volume wrongly (the run must fail)")
+    ap.add_argument("--min-kills", type=int, default=0,
+                    help="fail if the time budget stops the run before this many kills")
     args = ap.parse_args()
     if args.seed is None:
         args.seed = random.randrange(1 << 30)

@@ -10,19 +10,32 @@ frozen leaves the partition frozen and the restart must thaw it.
 
 For each operation: count its syscalls once (strace -c), then for each syscall s
 and each n <= count, bring the volume to the operation's precondition through
-the API, attach strace with the injection, send the request (which gets no
-answer), wait for the kill, start the daemon again and check that the volume is
-either fully there or fully gone, that records, index entries and mount counts
-agree with each other and with mountinfo, and that nothing is left half-done
-(no temp files, no quarantined directory, no stray mount); a clone that is there holds
-its source's files, link and hard link, and the source is unchanged (still mounted once
-for the clone of a volume in use).
+the API and write fresh data into it, attach strace with the injection, send the
+request (which gets no answer), wait for the kill, start the daemon again and check
+that the volume is either fully there (with the data written before the point, or
+empty if it was just created) or fully gone, that records, index entries and mount
+counts agree with each other and with mountinfo (binds and partition mounts with the
+promised source device and flags), and that nothing is left half-done (no temp files,
+no quarantined directory, no stray mount); a clone that is there holds its source's
+files, link and hard link, and the source is unchanged (still mounted once for the
+clone of a volume in use).
 
-Prints "crashpoints: points=N reached=N violations=0 ..." and exits non-zero on
-any violation.
+The daemon's exit status is read: only the injected SIGKILL is expected (a SIGSEGV, an
+abort or an exit is a violation). A request that gets no answer within 20 s while the
+daemon lives is a hang, a violation; a point is "not reached" only when the request was
+answered and no kill followed. --sabotage plays a broken daemon (segv: a SIGSEGV at the
+point; hang: the call blocks; data: the data file changes across the restart): the run
+must fail.
+
+Prints "crashpoints: points=N reached=N violations=0 hangs=0 crashes=0 ..." and exits
+non-zero on any violation.
 """
 import argparse
+import http.client
 import os
+import random
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -31,7 +44,7 @@ sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nvtlib import (Testbed, Strace, VolumeView, MUTATING_SYSCALLS, log, strace_missing,  # noqa: E402
                     consistency_problems, leftovers, stray_mounts, ensure_clone_source, clone_problems,
-                    CLONE_SOURCE)
+                    CLONE_SOURCE, files_below, partition_mount_problems)
 
 SYSCALLS = [s for s in MUTATING_SYSCALLS if s != "ioctl"]
 NAME = "cpvol"
@@ -47,6 +60,13 @@ OPS = {
 }
 CLONE_OPS = {"clone": False, "clonelive": True}   # op: the source is mounted
 source_files = {}
+# --sabotage: what strace does at the point instead of the SIGKILL
+SABOTAGE = {"segv": "signal=SEGV", "hang": "delay_enter=%d" % 600_000_000, "data": "signal=KILL"}
+REQUEST_TIMEOUT = 20   # longer than any request takes on a loaded machine: past it, the daemon hangs
+
+
+def exit_text(rc):
+    return "signal %s" % signal.Signals(-rc).name if rc < 0 else "status %d" % rc
 
 
 def unmount_all(tb):
@@ -60,9 +80,23 @@ def exists(tb):
     return st == 200
 
 
+def write_data(tb):
+    """Fresh contents in the volume before a point (a file rewritten, one in a subdirectory); returns
+    what files_below() must read after the restart if the volume is still there."""
+    d = tb.volume_dir(NAME)
+    tag = ("%s %016x\n" % (NAME, random.getrandbits(64))).encode()
+    os.makedirs(os.path.join(d, "sub"), exist_ok=True)
+    for rel, content in (("data.bin", tag * 300), ("sub/b", tag)):
+        with open(os.path.join(d, rel), "wb") as f:
+            f.write(content)
+            os.fsync(f.fileno())
+    return files_below(d)
+
+
 def precondition(tb, op):
     """The volume as the operation expects it: absent (create, clone), unmounted (mount, remove), mounted once
-    (unmount); for a clone, its source with its files, mounted or not."""
+    (unmount), with fresh data; for a clone, its source with its files, mounted or not. Returns the data
+    (None when the volume is absent)."""
     if op in CLONE_OPS:
         source_files.clear()
         source_files.update(ensure_clone_source(tb, OPTS, CLONE_OPS[op]))
@@ -70,12 +104,13 @@ def precondition(tb, op):
         if exists(tb):
             unmount_all(tb)
             tb.ok("/VolumeDriver.Remove", {"Name": NAME})
-        return
+        return None
     if not exists(tb):
         tb.ok("/VolumeDriver.Create", {"Name": NAME, "Opts": OPTS})
     unmount_all(tb)
     if op == "unmount":
         tb.ok("/VolumeDriver.Mount", {"Name": NAME, "ID": MID})
+    return write_data(tb)
 
 
 def syscalls_of(op):
@@ -105,11 +140,19 @@ class Checker:
         self.violations.append(what)
         log("VIOLATION " + what)
 
-    def check(self, label, op):
+    def check(self, label, op, data):
+        """@data: the files written before the point (None: the volume was absent)."""
         tb = self.tb
-        v = VolumeView(tb, NAME)
+        v = VolumeView(tb, NAME, with_data=True)
         for p in consistency_problems(tb, v, owner=(7, 0, 0o750)):
             self.bad("%s: %s" % (label, p))
+        for p in partition_mount_problems(tb):
+            self.bad("%s: %s" % (label, p))
+        if v.present and data is not None and v.data != data:
+            self.bad("%s: the data written before the point changed: %s, written %s" %
+                     (label, sorted(v.data or {}), sorted(data)))
+        if v.present and op == "create" and v.data:
+            self.bad("%s: a new volume holds files: %s" % (label, sorted(v.data)))
         for p in leftovers(tb):
             self.bad("%s: leftover %s" % (label, p))
         for p in stray_mounts(tb, (NAME, CLONE_SOURCE)):
@@ -126,6 +169,13 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--binary")
     ap.add_argument("--max-per-syscall", type=int, default=0, help="cap n per syscall (0 = all)")
+    ap.add_argument("--ops", default=",".join(OPS), help="operations to kill in (default: all)")
+    ap.add_argument("--max-points", type=int, default=0, help="stop after this many points (0 = all)")
+    ap.add_argument("--request-timeout", type=float, default=REQUEST_TIMEOUT,
+                    help="a request without an answer for this long, the daemon alive, is a hang")
+    ap.add_argument("--sabotage", choices=sorted(SABOTAGE),
+                    help="play a broken daemon (the run must fail): segv: a SIGSEGV instead of the kill; "
+                         "hang: the call blocks instead; data: the data file changes across the restart")
     args = ap.parse_args()
     if strace_missing("crashpoints"):
         return 1
@@ -133,36 +183,59 @@ def main():
     tb = Testbed(nparts=1, tag="cpts", binary=args.binary,
                  env={"NVMEVOL_SELFTEST": "off", "NVMEVOL_TEST_FREEZE_NO_GUARDIAN": "1"})
     chk = Checker(tb)
-    points = reached = thawed = 0
+    points = reached = thawed = hangs = crashes = 0
     t0 = time.time()
     try:
         tb.start()
-        for op in ("create", "mount", "unmount", "remove", "clone", "clonelive"):
+        for op in args.ops.split(","):
             precondition(tb, op)
             counts = count_syscalls(tb, op)
             log("%s: %s" % (op, counts))
             for sc, n_calls in sorted(counts.items()):
                 limit = n_calls if not args.max_per_syscall else min(n_calls, args.max_per_syscall)
                 for n in range(1, limit + 1):
+                    if args.max_points and points >= args.max_points:
+                        break
                     label = "%s/%s#%d" % (op, sc, n)
-                    precondition(tb, op)
-                    p = Strace(tb.pid, ["-e", "trace=" + sc, "-e", "inject=%s:signal=KILL:when=%d" % (sc, n)],
+                    data = precondition(tb, op)
+                    p = Strace(tb.pid, ["-e", "trace=" + sc, "-e", "inject=%s:%s:when=%d" %
+                                        (sc, SABOTAGE.get(args.sabotage, "signal=KILL"), n)],
                                os.path.join(tb.base, "point.trace"))
                     endpoint, body = OPS[op]
                     points += 1
+                    answered = hung = False
                     try:
-                        tb.call(endpoint, body, timeout=10)
-                    except Exception:
-                        pass
+                        tb.call(endpoint, body, timeout=args.request_timeout)
+                        answered = True
+                    except (TimeoutError, socket.timeout):
+                        hung = tb.alive()
+                    except (OSError, http.client.HTTPException):
+                        pass   # the kill closed the connection
+                    rc = None
                     try:
-                        tb.proc.wait(timeout=5)
-                        reached += 1
+                        rc = tb.proc.wait(timeout=5 if answered else 1)
                     except subprocess.TimeoutExpired:
-                        pass  # this run made fewer calls than the count: the point was not reached
+                        pass
                     p.detach()
+                    if hung and rc is None:
+                        chk.bad("%s: the request hung (no answer in %.0f s, daemon alive): a deadlock is not an "
+                                "unreached point" % (label, args.request_timeout))
+                        hangs += 1
+                    elif rc is None and not answered:
+                        chk.bad("%s: no answer and no kill" % label)
+                    elif rc is not None and rc != -signal.SIGKILL:
+                        chk.bad("%s: the daemon exited with %s, not the injected SIGKILL: %s" %
+                                (label, exit_text(rc), tb.log_tail(3).strip()[-300:]))
+                        crashes += 1
+                    elif rc is not None:
+                        reached += 1
+                    # rc None and answered: this run made fewer calls than the count, the point was not reached
                     tb.kill()  # reaps the killed daemon, or kills one the point did not reach
                     tb.start()
-                    chk.check(label, op)
+                    if args.sabotage == "data" and tb.volume_dir(NAME) and data:
+                        with open(os.path.join(tb.volume_dir(NAME), "data.bin"), "ab") as f:
+                            f.write(b"lost a write")
+                    chk.check(label, op, data)
     except Exception as e:  # a precondition the daemon refuses is a finding too
         chk.bad("at point %d: %s: %s" % (points, type(e).__name__, e))
     finally:
@@ -174,8 +247,10 @@ def main():
         for root in tb.fs_roots():   # a failure while frozen must not leave the partition frozen to unmount
             subprocess.run(["fsfreeze", "--unfreeze", root], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         tb.cleanup()
-    print("crashpoints: points=%d reached=%d violations=%d thawed_at_start=%d seconds=%.0f" %
-          (points, reached, len(chk.violations), thawed, time.time() - t0))
+    print("crashpoints: points=%d reached=%d violations=%d hangs=%d crashes=%d thawed_at_start=%d seconds=%.0f" %
+          (points, reached, len(chk.violations), hangs, crashes, thawed, time.time() - t0))
+    if points == 0:
+        chk.bad("no point was run")
     for v in chk.violations[:20]:
         print("  " + v)
     print("%d passed, %d failed" % (1 if not chk.violations else 0, 1 if chk.violations else 0))

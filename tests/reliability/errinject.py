@@ -22,7 +22,11 @@ and also a thread it starts such as the trash worker), the request runs to its a
   - a success must mean the operation took effect (created with owner and mode; mounted,
     counted, data readable through the bind; unmounted; removed with nothing left);
   - the volume is fully there or fully gone; records, index, counts, Status and mountinfo
-    agree; no temp file, no quarantined directory, no stray mount;
+    agree; every state file passes its CRC; a bind is the volume's directory from its
+    partition's device (maj:min in mountinfo) with noatime,nodiratime,nosuid,nodev (ro
+    when the partition is); the partition mount is the whole XFS of its device with
+    noatime,nodiratime,nosuid,nodev and private; no temp file, no quarantined directory,
+    no stray mount;
 and the same again after a restart of the daemon (SIGTERM, start), plus an empty trash.
 
 Errnos: EIO for every call (what a failing disk gives), ENOSPC where space is allocated
@@ -60,8 +64,13 @@ The full run (no option; the soak) fails every point of every operation and of b
 start-up variants with every errno of the matrix (about 450 points, 2.5 to 4 minutes on 2
 shared CPUs). CI runs --ci: the operations with the whole matrix, start-up with EIO only
 (about 290 points, 2 minutes), and a short --sabotage run. --sabotage checks that the
-checker can fail: after each request it deletes the volume's data file (or leaves a temp
-file in meta/), and every point must be reported. The soak also runs the full matrix
+checker can fail: before each check it plays a broken daemon by breaking one invariant, in turn
+the one planted least often that applies there (a byte of the record, the index entry, the
+mount count, the bind remounted without nosuid, the bind replaced by one of the same path on
+another filesystem, a stray mount, the owner, a file of a clone, a trash entry, the partition
+mount without nosuid or made shared, the data file, a temp file), and the check must report it
+(a violation that names it). The run fails if a break goes unreported, a kind is never planted,
+a point has no violation, or the harness fails. The soak also runs the full matrix
 against the ASan+UBSan build (--binary; a sanitizer report on an error path is a
 violation; LeakSanitizer is off while strace is attached, as it cannot run under ptrace).
 --quick (EIO only everywhere) and --max-points are for development.
@@ -70,6 +79,7 @@ Prints "errinject: points=N reached=N violations=N seconds=N", the violations gr
 what was wrong, and "N passed, N failed" (points without / with a violation).
 """
 import argparse
+import json
 import os
 import random
 import re
@@ -83,7 +93,8 @@ sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nvtlib import (Testbed, Strace, VolumeView, ApiError, MUTATING_SYSCALLS, log, strace_missing,  # noqa: E402
                     annotate_calls, mark_mutating, short_call, leftovers, trash_entries, consistency_problems,
-                    stray_mounts, run, ensure_clone_source, clone_problems, CLONE_SOURCE)
+                    stray_mounts, run, ensure_clone_source, clone_problems, CLONE_SOURCE,
+                    partition_mount_problems)
 
 NAME = "eivol"
 MID, MID2 = "eid-1", "eid-2"
@@ -360,6 +371,8 @@ def check_world(tb, rep, label, op, ok, before, answer, when):
         rep.bad(label, "%s: leftover %s" % (when, p))
     for p in stray_mounts(tb, (NAME, CLONE_SOURCE)):
         rep.bad(label, "%s: stray mount %s" % (when, p))
+    for p in partition_mount_problems(tb):
+        rep.bad(label, "%s: %s" % (when, p))
     if op in CLONE_OPS:
         for p in clone_problems(tb, NAME, source_files, CLONE_OPS[op]):
             rep.bad(label, "%s: %s" % (when, p))
@@ -374,13 +387,173 @@ def check_sanitizers(tb, rep, label):
     rep.sanitizer_seen = len(reports)
 
 
-def sabotage(tb):
-    """Plays a broken daemon: loses the data file, or leaves a temp file behind."""
-    d = tb.volume_dir(NAME)
-    if d and os.path.exists(os.path.join(d, DATA)):
-        os.unlink(os.path.join(d, DATA))
-    else:
-        open(os.path.join(tb.fs_roots()[0], "nvmevol", "meta", ".sabotage.json.tmp.1"), "w").close()
+class Saboteur:
+    """--sabotage: plays a broken daemon, one invariant at a time, to show that the checker reports
+    each break. Before a check, plant() breaks the least-planted kind that applies to the world as
+    it is; judge() after the check requires a violation since then that names what was broken
+    (the problem text matches the kind's pattern). A kind never planted, or a plant not reported,
+    fails the run."""
+
+    # kind: the pattern its report must match; planted before the right-away check, but those in LATE
+    # before the trash check (a restart would empty the trash)
+    KINDS = {
+        "record-byte": r"record",
+        "index-entry": r"index",
+        "mount-count": r"count",
+        "bind-nosuid": r"lacks nosuid|binds changed",
+        "bind-wrong-partition": r"from device|binds changed",
+        "stray-mount": r"stray mount",
+        "owner": r"owner",
+        "clone-file": r"clone",
+        "trash-entry": r"trash not emptied",
+        "partition-suid": r"partition mount .* lacks .*nosuid",
+        "partition-shared": r"partition mount .* not private",
+        "data-file": r"data",
+        "temp-file": r"leftover",
+    }
+
+    LATE = ("trash-entry",)
+
+    def __init__(self, tb):
+        self.tb = tb
+        self.planted = {k: 0 for k in self.KINDS}
+        self.reported = {k: 0 for k in self.KINDS}
+        self.missed = []        # (point label, kind)
+        self.pending = None     # (kind, label, violations before the plant)
+        self.late = None        # a kind chosen at "now" to plant at "late"
+        self.undo = []
+        self.fake = None
+
+    def _root(self):
+        return self.tb.fs_roots()[0]
+
+    def _applies(self, kind, name, clone):
+        tb = self.tb
+        v = VolumeView(tb, name)
+        bound = bool(v.bind_entries)
+        return {"record-byte": len(v.records) == 1, "bind-nosuid": bound, "bind-wrong-partition": bound,
+                "owner": len(v.dirs) == 1, "clone-file": clone and len(v.dirs) == 1 and v.present,
+                "data-file": len(v.dirs) == 1 and os.path.exists(os.path.join(v.dirs[0], DATA))}.get(kind, True)
+
+    def plant(self, rep, label, name, when, clone=False, bound_name=None):
+        """Breaks one invariant of volume @name (or of the pool) for the check that follows: at "now" the
+        least-planted kind that applies is chosen (planted then, or kept for "late" if it is a late one)."""
+        bound_name = bound_name or name
+        if when == "now":
+            kinds = [k for k in self.KINDS
+                     if self._applies(k, bound_name if k.startswith("bind-") else name, clone)]
+            self.late = None
+            kind = min(kinds, key=lambda k: self.planted[k])
+            if kind in self.LATE:
+                self.late = kind
+                return
+        elif self.late is None:
+            return
+        else:
+            kind, self.late = self.late, None
+        if kind.startswith("bind-"):
+            name = bound_name
+        getattr(self, "_" + kind.replace("-", "_"))(name)
+        self.planted[kind] += 1
+        self.pending = (kind, label, len(rep.violations))
+        log("sabotage %s: %s on %s" % (label, kind, name))
+
+    def judge(self, rep):
+        if self.pending is None:
+            return
+        kind, label, mark = self.pending
+        self.pending = None
+        pattern = self.KINDS[kind]
+        if any(re.search(pattern, problem) for _, problem, _, _ in rep.violations[mark:]):
+            self.reported[kind] += 1
+        else:
+            self.missed.append((label, kind))
+            log("sabotage %s: %s NOT REPORTED" % (label, kind))
+        for f in reversed(self.undo):
+            f()
+        self.undo = []
+
+    def figures(self):
+        never = [k for k in self.KINDS if not self.planted[k]]
+        return never, "sabotage: kinds=%d planted=%d reported=%d missed=%d never_planted=%d" % (
+            len(self.KINDS), sum(self.planted.values()), sum(self.reported.values()), len(self.missed), len(never))
+
+    # ---- the breaks ----
+
+    def _record_byte(self, name):
+        path = self.tb.record(name)[0]
+        with open(path, "r+b") as f:
+            raw = f.read()
+            i = raw.index(b'"name":"') + len(b'"name":"')   # a byte inside a value: still JSON, wrong CRC
+            f.seek(i)
+            f.write(bytes([raw[i] ^ 0x01]))
+
+    def _index_entry(self, name):
+        p = os.path.join(self.tb.state, "index", name + ".json")
+        if os.path.exists(p):
+            os.unlink(p)
+        else:
+            with open(p, "wb") as f:
+                f.write(b"{}")
+
+    def _mount_count(self, name):
+        p = os.path.join(self.tb.state, "mounts", name + ".json")
+        v = VolumeView(self.tb, name)
+        counts = dict(v.counts)
+        counts["sabotage"] = counts.get("sabotage", 0) + 1
+        with open(p, "w") as f:
+            json.dump({"mounts": counts}, f)
+
+    def _bind_nosuid(self, name):
+        run(["mount", "-o", "remount,bind,suid,nodev,noatime,nodiratime", os.path.join(self.tb.prop, name)])
+
+    def _bind_wrong_partition(self, name):
+        """The bind replaced by one of the same path on another filesystem (root /nvmevol/volumes/NAME)."""
+        tb = self.tb
+        if self.fake is None:
+            self.fake = os.path.join(tb.base, "sabotage-fs")
+            os.makedirs(self.fake)
+            run(["mount", "-t", "tmpfs", "-o", "nosuid,nodev,noatime,nodiratime", "sabotage", self.fake])
+        src = os.path.join(self.fake, "nvmevol", "volumes", name)
+        os.makedirs(src, exist_ok=True)
+        target = os.path.join(tb.prop, name)
+        run(["umount", target])
+        run(["mount", "--bind", src, target])
+        run(["mount", "-o", "remount,bind,nosuid,nodev,noatime,nodiratime", target])
+
+    def _stray_mount(self, name):
+        target = os.path.join(self.tb.prop, "sabotage-stray")
+        os.makedirs(target, exist_ok=True)
+        run(["mount", "--bind", self.tb.canary, target])
+        self.undo.append(lambda: (run(["umount", target], check=False), os.rmdir(target)))
+
+    def _owner(self, name):
+        d = VolumeView(self.tb, name).dirs[0]
+        st = os.stat(d)
+        os.chown(d, st.st_uid + 1, st.st_gid)
+
+    def _clone_file(self, name):
+        with open(os.path.join(VolumeView(self.tb, name).dirs[0], "sub", "a"), "ab") as f:
+            f.write(b"changed")
+
+    def _trash_entry(self, name):
+        os.makedirs(os.path.join(self._root(), "nvmevol", "trash", "sabotage.1", "d"))
+
+    def _partition_suid(self, name):
+        root = self._root()
+        run(["mount", "-o", "remount,bind,suid,nodev,noatime,nodiratime", root])
+        self.undo.append(lambda: run(["mount", "-o", "remount,bind,nosuid,nodev,noatime,nodiratime", root]))
+
+    def _partition_shared(self, name):
+        root = self._root()
+        run(["mount", "--make-shared", root])
+        self.undo.append(lambda: run(["mount", "--make-private", root]))
+
+    def _data_file(self, name):
+        os.unlink(os.path.join(VolumeView(self.tb, name).dirs[0], DATA))
+
+    def _temp_file(self, name):
+        open(os.path.join(self._root(), "nvmevol", "meta", ".sabotage.json.tmp.1"), "w").close()
 
 
 # ---- operations ----
@@ -396,7 +569,7 @@ def trace_op(tb, op):
     return st.events()
 
 
-def run_op_point(tb, rep, op, target, err, args):
+def run_op_point(tb, rep, op, target, err, args, sab):
     sc = target["name"]
     label = "%s/%s#%d/%s" % (op, sc, target["seq"], err)
 
@@ -421,18 +594,24 @@ def run_op_point(tb, rep, op, target, err, args):
         rep.failed_now = result[2]
         ok = status == 200 and isinstance(answer, dict) and not answer.get("Err")
         log("%s (when=%d): failed %s -> %s %s" % (label, n, result[2], status, short(answer)))
-        if args.sabotage:
-            sabotage(tb)
+        if sab:
+            sab.plant(rep, label, NAME, "now", clone=op in CLONE_OPS)
         if not tb.alive():
             rep.bad(label, "the daemon died (exit %s)" % tb.proc.returncode)
             tb.kill()
             tb.start()
         else:
             check_world(tb, rep, label, op, ok, before, answer, "right away")
+            if sab:
+                sab.judge(rep)
             tb.stop()
             tb.start()
+        if sab:
+            sab.plant(rep, label, NAME, "late")
         if trash_entries(tb) and wait_trash_empty(tb, 3):
             rep.bad(label, "after restart: trash not emptied: %s" % trash_entries(tb))
+        if sab:
+            sab.judge(rep)
         check_world(tb, rep, label, op, ok, before, answer, "after restart")
         check_sanitizers(tb, rep, label)
         if len(rep.violations) > mark:
@@ -585,17 +764,23 @@ class StartWorld:
         if fresh:
             run(["umount", self.root])
 
-    def problems(self, final):
-        """What is wrong with the world now; @final: after a clean start, everything must be repaired."""
+    def degraded_now(self):
+        """(volumes listed as partition-missing, volumes listed as record-unreadable)."""
+        views = {n: VolumeView(self.tb, n) for n in SURVIVORS + EPHEMERAL}
+        return (sorted(n for n, v in views.items() if v.status.get("state") == "partition-missing"),
+                sorted(n for n, v in views.items() if v.status.get("state") == "record-unreadable"))
+
+    def problems(self, final, degraded=None):
+        """What is wrong with the world now; @final: after a clean start, everything must be repaired;
+        @degraded: degraded_now() as it was before a sabotage (what the injection, not the break, did)."""
         tb = self.tb
         bad = []
         views = {n: VolumeView(tb, n, True) for n in SURVIVORS + EPHEMERAL}
         # A partition that was not attached: its volumes are listed from the index only, its records are not
         # in use (one problem, not one per volume; a volume that vanished is still reported below).
-        missing = sorted(n for n, v in views.items() if v.status.get("state") == "partition-missing")
         # A record that could not be read (the injected EIO) is listed as record-unreadable and not mounted:
         # the documented mode for one bad record, accepted until the next clean start.
-        unreadable = sorted(n for n, v in views.items() if v.status.get("state") == "record-unreadable")
+        missing, unreadable = degraded or self.degraded_now()
         if (missing or unreadable) and final:
             bad.append("not repaired: %s" % ", ".join(
                 ["%s %s" % (n, views[n].status.get("state")) for n in missing + unreadable]))
@@ -606,6 +791,10 @@ class StartWorld:
                 bad += ["%s: %s" % (n, p) for p in consistency_problems(tb, v, OWNER)]
         for n in SURVIVORS:
             v = views[n]
+            if not v.present and missing and n == "snoidx" and not final:
+                # Without its index entry and with its partition not attached, nothing can know it yet:
+                # the clean start that follows must bring it back (checked then).
+                continue
             if not v.present:
                 bad.append("%s: lost (a volume that must survive start-up is gone; dirs=%d records=%d)" %
                            (n, len(v.dirs), len(v.records)))
@@ -626,10 +815,12 @@ class StartWorld:
                 bad.append("trash not emptied: %s" % trash_entries(tb))
         bad += ["leftover %s" % p for p in leftovers(tb)]
         bad += ["stray mount %s" % p for p in stray_mounts(tb, SURVIVORS + EPHEMERAL)]
+        if not missing:
+            bad += partition_mount_problems(tb)
         return bad
 
 
-def run_startup(tb, rep, args, world, fresh):
+def run_startup(tb, rep, args, world, fresh, sab):
     part = "startns" if fresh else "start"
     world.restore(fresh=fresh)
     out = os.path.join(tb.base, "count-%s.trace" % part)
@@ -657,12 +848,14 @@ def run_startup(tb, rep, args, world, fresh):
             rep.failed_now = result[2]
             log("%s (when=%d): failed %s -> %s" % (label, n, result[2],
                                                    "served" if served else "exit %s" % tb.proc.returncode))
-            mark = len(rep.violations)
             if served:
-                if args.sabotage:
-                    sabotage_world(world)
-                for p in world.problems(final=False):
+                degraded = world.degraded_now()
+                if sab:
+                    sab.plant(rep, label, "sok", "now", bound_name="smnt")
+                for p in world.problems(final=False, degraded=degraded):
                     rep.bad(label, "right away: %s" % p)
+                if sab:
+                    sab.judge(rep)
                 tb.stop()
             else:
                 rc = tb.proc.returncode
@@ -672,10 +865,15 @@ def run_startup(tb, rep, args, world, fresh):
                             (rc, tb.log_tail(3)))
             try:
                 tb.start()
-                if args.sabotage:
-                    sabotage_world(world)
-                for p in world.problems(final=True):
+                degraded = world.degraded_now()
+                if sab and not served:
+                    sab.plant(rep, label, "sok", "now", bound_name="smnt")
+                if sab:
+                    sab.plant(rep, label, "sok", "late")
+                for p in world.problems(final=True, degraded=degraded):
                     rep.bad(label, "after a clean start: %s" % p)
+                if sab:
+                    sab.judge(rep)
                 tb.stop()
             except RuntimeError as e:
                 rep.bad(label, "a clean start after it fails: %s" % e)
@@ -684,12 +882,6 @@ def run_startup(tb, rep, args, world, fresh):
             return result
 
         each_point(rep, label, target, attempt)
-
-
-def sabotage_world(world):
-    d = world.tb.volume_dir("sok")
-    if d and os.path.exists(os.path.join(d, DATA)):
-        os.unlink(os.path.join(d, DATA))
 
 
 def main():
@@ -710,6 +902,7 @@ def main():
 
     tb = Testbed(nparts=1, tag="einj", binary=args.binary, env={"NVMEVOL_SELFTEST": "off"})
     rep = Report()
+    sab = Saboteur(tb) if args.sabotage else None
     degraded = 0
     t0 = time.time()
     try:
@@ -722,7 +915,7 @@ def main():
                     pts = pts[:args.max_points]
                 for err, target in pts:
                     try:
-                        run_op_point(tb, rep, op, target, err, args)
+                        run_op_point(tb, rep, op, target, err, args, sab)
                     except (ApiError, RuntimeError, OSError) as e:
                         rep.bad("%s/%s#%d/%s" % (op, target["name"], target["seq"], err),
                                 "%s: %s" % (type(e).__name__, e))
@@ -731,7 +924,7 @@ def main():
             world = StartWorld(tb)
             world.prepare()
             for fresh in (False, True):
-                run_startup(tb, rep, args, world, fresh)
+                run_startup(tb, rep, args, world, fresh, sab)
             degraded = world.degraded
     except Exception as e:
         rep.bad("harness", "%s: %s" % (type(e).__name__, e))
@@ -741,9 +934,12 @@ def main():
         tb.cleanup()
     failed = len(rep.bad_points & rep.point_labels)
     other = len(rep.bad_points - rep.point_labels)   # the harness, a prepared world that a clean start cannot repair
-    if args.sabotage:
-        # Every point must have been reported: the checker can fail. (This line first: it is the figure.)
-        print("sabotage: points=%d reported=%d missed=%d" % (rep.points, failed, rep.points - failed))
+    if sab:
+        # Every kind planted, every plant reported, every point reported: the checker can fail.
+        # (This line first: it is the figure.) A harness error is never a pass.
+        never, line = sab.figures()
+        print("%s points=%d reported_points=%d harness_errors=%d seconds=%.0f" %
+              (line, rep.points, failed, other, time.time() - t0))
     print("errinject: points=%d reached=%d violations=%d seconds=%.0f" %
           (rep.points, rep.reached, len(rep.violations), time.time() - t0))
     if degraded:
@@ -757,12 +953,18 @@ def main():
             print("      at %s: failed %s" % (lb, call))
         if len(where) > args.show:
             print("      ... and %d more" % (len(where) - args.show))
-    if args.sabotage:
-        missed = rep.points - failed
-        print("%d passed, %d failed" % (1 if missed == 0 else 0, 1 if missed else 0))
-        return 1 if missed else 0
-    print("%d passed, %d failed" % (rep.points - failed, failed + other))
-    return 1 if failed + other else 0
+    if rep.points == 0:
+        print("  FAILED no point was run")
+    if sab:
+        for lb, kind in sab.missed:
+            print("  NOT REPORTED %s at %s" % (kind, lb))
+        for kind in never:
+            print("  NEVER PLANTED %s (no point where it applies: run more points)" % kind)
+        bad = sab.missed or never or other or rep.points == 0 or failed < rep.points
+        print("%d passed, %d failed" % (0 if bad else 1, 1 if bad else 0))
+        return 1 if bad else 0
+    print("%d passed, %d failed" % (rep.points - failed, failed + other + (rep.points == 0)))
+    return 1 if failed + other or rep.points == 0 else 0
 
 
 if __name__ == "__main__":

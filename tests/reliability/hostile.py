@@ -16,13 +16,16 @@ that the body-less endpoints (Activate, Capabilities, List) may answer 200
 with their normal reply, and protocol abuse may get libmicrohttpd's own
 refusal or a clean close. The daemon must stay up and keep serving; the
 prop/, partition and state trees, the CANARY, and the mounts below the test
-directory must be unchanged; RSS growth and the fd count are reported.
+directory must be unchanged; the fd count must be back to its baseline once every
+connection is closed (a descriptor more is a leak: fails); RSS growth is reported.
+--sabotage keeps 8 idle clients connected at the end: the run must fail on the fd count.
 """
 
 import argparse
 import json
 import os
 import random
+import re
 import socket
 import sys
 import threading
@@ -54,6 +57,17 @@ def hostile_names():
         names.append("a" + ch + "b")
         names.append(ch + "ab")
     return names
+
+
+def fd_targets(pid):
+    """What the daemon's descriptors point at, counted (to tell a leaked socket from a file)."""
+    c = Counter()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            c.add(re.sub(r"\[\d+\]", "[N]", os.readlink("/proc/%d/fd/%s" % (pid, fd))))
+        except OSError:
+            pass
+    return dict(c)
 
 
 def http(method, path, body=b"", headers=None, clen=True):
@@ -321,6 +335,8 @@ def main():
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=2, help="send the generated set this many times (RSS per round)")
     ap.add_argument("--slow-clients", type=int, default=64)
+    ap.add_argument("--sabotage", action="store_true",
+                    help="keep 8 idle clients connected at the end: the fd count stays up, the run must fail")
     args = ap.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     log("hostile: seed %d" % seed)
@@ -406,6 +422,12 @@ def main():
                 pass
         for s in slow:
             s.close()
+        held = []
+        for _ in range(8 if args.sabotage else 0):
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(tb.sock)
+            s.sendall(b"POST /VolumeDriver.Get HTTP/1.1\r\n")
+            held.append(s)
         alive = tb.alive()
         if not alive:
             fails.append("daemon died: %s" % tb.log_tail())
@@ -420,6 +442,12 @@ def main():
                     break
                 time.sleep(0.5)
                 fds1 = fd_count(tb.pid)
+            if fds1 > fds0:
+                # Every connection of the run is closed: a descriptor more than before is a leak.
+                fails.append("fd count %d after the run, %d before (10 s to settle): %s" %
+                             (fds1, fds0, fd_targets(tb.pid)))
+        for s in held:
+            s.close()
         after = snapshot(tb)
         side = [k for k in before if before[k] != after.get(k)]
         for k in side:

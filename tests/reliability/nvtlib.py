@@ -412,6 +412,10 @@ class Testbed:
                 out[os.path.basename(m["target"])] = m["target"]
         return out
 
+    def partition_entries(self):
+        """{mountpoint: mountinfo entry} of the partitions the daemon mounted under parts/."""
+        return {m["target"]: m for m in mountinfo() if os.path.dirname(m["target"]) == self.parts}
+
     def fs_roots(self):
         return sorted(self.partition_mounts().values())
 
@@ -629,14 +633,19 @@ class VolumeView:
         self.dirs = [d for d in (os.path.join(r, "nvmevol", "volumes", name) for r in self.roots)
                      if os.path.isdir(d) and not os.path.islink(d)]
         self.index = _read_or_none(os.path.join(tb.state, "index", name + ".json"))
-        raw = _read_or_none(os.path.join(tb.state, "mounts", name + ".json"))
+        raw = self.counts_raw = _read_or_none(os.path.join(tb.state, "mounts", name + ".json"))
         try:
             self.counts = (json.loads(raw).get("mounts") or {}) if raw else {}
         except ValueError:
             self.counts = {"<unreadable>": 1}
         self.total = sum(self.counts.values())
-        self.binds = [(m["target"], m["root"], m["vfs"]) for m in tb.our_mounts()
-                      if m["target"] == os.path.join(tb.prop, name)]
+        self.bind_entries = [m for m in tb.our_mounts() if m["target"] == os.path.join(tb.prop, name)]
+        self.binds = [(m["target"], m["root"], m["vfs"]) for m in self.bind_entries]
+        # The partition mount that holds the directory: its device is the one a bind must come from.
+        self.partition = None
+        if len(self.dirs) == 1:
+            self.partition = tb.partition_entries().get(os.path.dirname(os.path.dirname(os.path.dirname(
+                self.dirs[0]))))
         self.owner = self.data = None
         if len(self.dirs) == 1:
             st = os.stat(self.dirs[0])
@@ -653,7 +662,8 @@ class VolumeView:
     def essence(self):
         """What an operation that failed must leave exactly as it was."""
         return dict(present=self.present, records=self.records, dirs=len(self.dirs), index=self.index,
-                    counts=self.counts, binds=[(t, r) for t, r, _ in self.binds], owner=self.owner,
+                    counts=self.counts, binds=[(m["target"], m["root"], m["dev"], sorted(m["vfs"].split(",")))
+                                               for m in self.bind_entries], owner=self.owner,
                     data=self.data)
 
 
@@ -720,6 +730,34 @@ def clone_problems(tb, name, source_files, mounted):
     return bad
 
 
+def _crc32c_table():
+    t = []
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ (0x82F63B78 if c & 1 else 0)
+        t.append(c)
+    return t
+
+
+_CRC32C = _crc32c_table()
+
+
+def crc32c(data):
+    c = 0xFFFFFFFF
+    for b in data:
+        c = (c >> 8) ^ _CRC32C[(c ^ b) & 0xFF]
+    return c ^ 0xFFFFFFFF
+
+
+def crc_trailer_ok(raw):
+    """True if @raw (a state file: record, index entry, mount counts) ends with the member "crc":N
+    that is the CRC32C of the body before it, closed by "}" (the format of src/volume/volume.c)."""
+    body = raw.rstrip(b" \t\r\n")
+    m = re.search(rb',"crc":(\d{1,10})\}$', body)
+    return bool(m) and int(m.group(1)) == crc32c(body[:m.start()] + b"}")
+
+
 def _read_or_none(path):
     try:
         with open(path, "rb") as f:
@@ -767,13 +805,16 @@ def consistency_problems(tb, v, owner=None):
             bad.append("record state %s" % v.record_state())
         elif owner and v.owner and v.owner != owner:
             bad.append("owner/mode %s, asked %s" % (v.owner, owner))
+        for what, raw in [("record", r) for r in v.records] + [("index entry", v.index),
+                                                               ("mount counts", v.counts_raw)]:
+            if raw is not None and not crc_trailer_ok(raw):
+                bad.append("%s fails its CRC: %s" % (what, raw[:120]))
         if v.status.get("mount_count") != v.total:
             bad.append("Status mount_count %s, stored %d" % (v.status.get("mount_count"), v.total))
         if v.total > 0 and len(v.binds) != 1:
             bad.append("count %d but %d binds" % (v.total, len(v.binds)))
-        if v.total > 0 and v.binds and not ({"noatime", "nodiratime"} <= set(v.binds[0][2].split(",")) and
-                                            v.binds[0][1] == "/nvmevol/volumes/" + v.name):
-            bad.append("bind is not the volume's directory with noatime,nodiratime: %s" % (v.binds[0],))
+        if v.total > 0 and v.binds:
+            bad += bind_problems(v.name, v.bind_entries[0], v.partition, v.status.get("options"))
         if v.total == 0 and v.binds:
             bad.append("count 0 but bound")
     else:
@@ -781,6 +822,56 @@ def consistency_problems(tb, v, owner=None):
             bad.append("absent but records=%d (state %s) dirs=%d index=%s counts=%s binds=%d" %
                        (len(v.records), v.record_state(), len(v.dirs), v.index is not None, v.counts,
                         len(v.binds)))
+    return bad
+
+
+def bind_problems(name, m, part, options=None):
+    """Why mountinfo entry @m is not the bind of volume @name as the README promises: the volume's
+    directory, from the device of @part (the partition mount holding it, None if not found),
+    noatime,nodiratime, nosuid and nodev unless the volume's @options (Status) say suid/dev=true,
+    read-only exactly when the partition is."""
+    bad = []
+    vfs = set(m["vfs"].split(","))
+    options = options or {}
+    if m["root"] != "/nvmevol/volumes/" + name:
+        bad.append("bind of %s has root %s, not its directory" % (name, m["root"]))
+    if part is None:
+        bad.append("bind of %s: the partition holding its directory is not mounted" % name)
+    elif m["dev"] != part["dev"]:
+        bad.append("bind of %s comes from device %s, its partition is %s" % (name, m["dev"], part["dev"]))
+    want = {"noatime": True, "nodiratime": True, "nosuid": options.get("suid") != "true",
+            "nodev": options.get("dev") != "true"}
+    if part is not None:
+        want["ro"] = "ro" in part["vfs"].split(",")
+    for flag, on in sorted(want.items()):
+        if (flag in vfs) != on:
+            bad.append("bind of %s %s %s (options %s)" % (name, "lacks" if on else "has", flag, m["vfs"]))
+    return bad
+
+
+def partition_mount_problems(tb):
+    """Why the partition mounts under parts/ are not what the README promises: XFS, the whole filesystem,
+    from the testbed's loop device whose maj:min mountinfo shows, noatime,nodiratime,nosuid,nodev,
+    private (no propagation peer group)."""
+    bad = []
+    rdevs = {}
+    for loop in tb.loops:
+        try:
+            rd = os.stat(loop).st_rdev
+            rdevs["%d:%d" % (os.major(rd), os.minor(rd))] = loop
+        except OSError:
+            pass
+    for target, m in sorted(tb.partition_entries().items()):
+        vfs = set(m["vfs"].split(","))
+        if m["fstype"] != "xfs" or m["root"] != "/":
+            bad.append("partition mount %s is %s root %s, not the whole XFS" % (target, m["fstype"], m["root"]))
+        if m["dev"] not in rdevs:
+            bad.append("partition mount %s is device %s, none of the testbed's %s" % (target, m["dev"], tb.loops))
+        missing = {"noatime", "nodiratime", "nosuid", "nodev"} - vfs
+        if missing:
+            bad.append("partition mount %s lacks %s (options %s)" % (target, ",".join(sorted(missing)), m["vfs"]))
+        if "shared:" in m["optional"] or "master:" in m["optional"]:
+            bad.append("partition mount %s is not private (%s)" % (target, m["optional"]))
     return bad
 
 
