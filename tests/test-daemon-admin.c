@@ -655,3 +655,66 @@ Test(admin, usage_help_version_and_exit_codes)
 	cr_assert_eq(NV("--json", "volume", "--socket", admin_sock, "show", "x1"), 1);
 	cr_assert(strstr(err, "no such volume: x1"), "%s", err);
 }
+
+/* ---- labels with terminal controls ---- */
+
+/* Two partitions whose labels carry ESC and U+009B (CSI): the prefix, then 4 bytes (XFS labels hold 12). */
+static void setup_control_labels(void)
+{
+	static const char *const tails[] = { "\x1b[2J", "\xc2\x9b" "2J" };
+
+	testbed_require_root();
+	testbed_init_or_fail(&tb, 2);
+	for (int i = 0; i < 2; i++) {
+		snprintf(tb.parts[i].label, sizeof(tb.parts[i].label), "%s%s", tb.prefix, tails[i]);
+		cr_assert_eq(RUN("xfs_admin", "-L", tb.parts[i].label, tb.parts[i].device), 0, "xfs_admin -L failed");
+	}
+	testbed_start_or_fail(&tb, selftest_off);
+	snprintf(admin_sock, sizeof(admin_sock), "%s/nvmevol-admin.sock", tb.dir);
+}
+
+static void assert_no_controls(const char *what, const char *text)
+{
+	cr_assert_null(strchr(text, '\x1b'), "%s holds a raw ESC: %s", what, text);
+	cr_assert_null(strstr(text, "\xc2\x9b"), "%s holds a raw U+009B: %s", what, text);
+}
+
+Test(labels, terminal_controls_are_escaped_in_status_devices_and_the_log, .init = setup_control_labels,
+     .fini = teardown, .timeout = 180)
+{
+	char esc[64], csi[64], *log;
+	json_t *j, *p;
+	size_t i;
+
+	snprintf(esc, sizeof(esc), "%s\\x1b[2J", tb.prefix);
+	snprintf(csi, sizeof(csi), "%s\\xc2\\x9b2J", tb.prefix);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"ctl\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[0].uuid), 0,
+		     "%s", client_err(&rep));
+
+	cr_assert_eq(NVS("status"), 0, "%s", err);
+	assert_no_controls("nvmevol status", out);
+	cr_assert(strstr(out, esc) && strstr(out, csi), "labels not shown escaped: %s", out);
+
+	cr_assert_eq(NVS("status", "--json"), 0, "%s", err);
+	assert_no_controls("nvmevol status --json", out);
+	j = out_json();
+	json_array_foreach(json_object_get(j, "partitions"), i, p) {
+		const char *l = json_string_value(json_object_get(p, "label"));
+		cr_assert(l && (strcmp(l, esc) == 0 || strcmp(l, csi) == 0), "partition label %s", l ? l : "(none)");
+	}
+	json_decref(j);
+
+	cr_assert_eq(NV("devices", "--label-prefix", tb.prefix), 0, "%s", err);
+	assert_no_controls("nvmevol devices", out);
+	cr_assert(strstr(out, esc) && strstr(out, csi), "labels not shown escaped: %s", out);
+	cr_assert_eq(NV("devices", "--label-prefix", tb.prefix, "--json"), 0, "%s", err);
+	j = out_json();
+	cr_assert_str_eq(json_string_value(json_object_get(testbed_devices_entry(j, tb.parts[0].device), "label")), esc);
+	cr_assert_str_eq(json_string_value(json_object_get(testbed_devices_entry(j, tb.parts[1].device), "label")), csi);
+	json_decref(j);
+
+	log = testbed_log_text(&tb);
+	assert_no_controls("the daemon's log", log);
+	cr_assert(strstr(log, esc), "the log does not name the partition: %s", log);
+	free(log);
+}
