@@ -435,6 +435,118 @@ Test(admin, mount_users_finds_a_namespace_that_holds_the_bind)
 	mount_users_free(u, n);
 }
 
+/* Processes a test started (a namespace holder, a fake Docker): killed by the suite's .fini even after a failed assertion. */
+static pid_t helpers[4];
+
+static void remember_helper(pid_t pid)
+{
+	for (size_t i = 0; i < sizeof(helpers) / sizeof(helpers[0]); i++)
+		if (helpers[i] <= 0) {
+			helpers[i] = pid;
+			return;
+		}
+	cr_assert_fail("too many helper processes");
+}
+
+static void kill_helper(pid_t pid)
+{
+	for (size_t i = 0; i < sizeof(helpers) / sizeof(helpers[0]); i++)
+		if (helpers[i] == pid && pid > 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			helpers[i] = 0;
+		}
+}
+
+static void teardown_helpers(void)
+{
+	for (size_t i = 0; i < sizeof(helpers) / sizeof(helpers[0]); i++)
+		kill_helper(helpers[i]);
+	teardown();
+}
+
+/* A Docker that knows no container: every request on unix socket @path is answered 200 "[]". */
+static pid_t fake_docker(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	pid_t pid;
+
+	cr_assert_geq(fd, 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "%s", strerror(errno));
+	cr_assert_eq(listen(fd, 8), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
+					    "Connection: close\r\n\r\n[]";
+		for (;;) {
+			char req[8192];
+			size_t n = 0;
+			ssize_t k;
+			int c = accept(fd, NULL, NULL);
+
+			if (c < 0)
+				continue;
+			while (n < sizeof(req) - 1 && (k = read(c, req + n, sizeof(req) - 1 - n)) > 0) {
+				n += (size_t)k;
+				req[n] = '\0';
+				if (strstr(req, "\r\n\r\n"))
+					break;
+			}
+			(void)!write(c, reply, sizeof(reply) - 1);
+			close(c);
+		}
+	}
+	close(fd);
+	remember_helper(pid);
+	return pid;
+}
+
+/* The partition is missing for the plugin, a container's namespace still has the bind: release refuses. */
+Test(admin, release_checks_namespaces_when_the_partition_is_missing, .fini = teardown_helpers)
+{
+	char mp[400], dsock[400], dhost[420], pid_text[32];
+	json_t *j;
+	pid_t child;
+	int fd;
+	char c;
+
+	create("gone", 0);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"gone\",\"ID\":\"a\"}"), 0, "%s", client_err(&rep));
+	child = hold_namespace(&fd);
+	remember_helper(child);
+	cr_assert_eq(read(fd, &c, 1), 1, "the child could not unshare");
+	close(fd);
+	snprintf(dsock, sizeof(dsock), "%s/docker.sock", tb.dir);
+	snprintf(dhost, sizeof(dhost), "DOCKER_HOST=unix://%s", dsock);
+	fake_docker(dsock);
+
+	/* The partition's mount goes away under the plugin; the binds (here and in the child) keep the filesystem. */
+	testbed_part_mountpoint(&tb, 0, mp, sizeof(mp));
+	cr_assert_eq(umount2(mp, MNT_DETACH), 0, "%s", strerror(errno));
+	cr_assert_eq(NVS("volume", "show", "gone", "--json"), 0, "%s", err);
+	j = out_json();
+	cr_assert_null(json_object_get(json_object_get(j, "Admin"), "dev"), "the plugin still sees the partition: %s", out);
+	json_decref(j);
+
+	cr_assert_eq(EX("env", dhost, binary(), "volume", "release", "gone", "--socket", admin_sock), 1,
+		     "released although a namespace holds the bind: %s", out);
+	snprintf(pid_text, sizeof(pid_text), "process %d ", (int)child);
+	cr_assert(strstr(err, "still mounted on this host") && strstr(err, pid_text), "%s", err);
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"gone\"}"), 0);
+	cr_assert_eq(json_integer_value(json_object_get(json_object_get(json_object_get(rep.json, "Volume"), "Status"),
+							"mount_count")), 1, "counts changed on a refused release");
+
+	/* Nobody else has it: released, the plugin's own bind unmounted. */
+	kill_helper(child);
+	cr_assert_eq(EX("env", dhost, binary(), "volume", "release", "gone", "--socket", admin_sock), 0, "%s", err);
+	cr_assert(strstr(out, "from any device"), "%s", out);
+	snprintf(mp, sizeof(mp), "%s/gone", tb.prop);
+	cr_assert_null(mountinfo_line(mp), "the plugin's bind is still mounted");
+}
+
 /* ---- adopt ---- */
 
 Test(admin, partition_adopt_lets_a_hot_plugged_partition_take_volumes)
