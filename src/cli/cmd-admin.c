@@ -348,6 +348,8 @@ int cmd_volume_show(const CliArgs *a, char **args, int n)
 	printf("State:      %s%s%s\n", str(s, "state"), str(s, "problem") ? ": " : "", str(s, "problem") ? str(s, "problem") : "");
 	printf("Created:    %s\n", str(s, "created_at") ? str(s, "created_at") : "?");
 	printf("Options:    %s\n", opts ? opts : "?");
+	if (str(s, "suid_dev_suppressed"))
+		printf("            suid/dev not in effect: %s\n", str(s, "suid_dev_suppressed"));
 	printf("Partition:  %s (UUID %s%s%s)%s%s\n", str(p, "label") ? str(p, "label") : "", str(p, "uuid"),
 	       str(p, "device") ? ", " : "", str(p, "device") ? str(p, "device") : "",
 	       str(p, "problem") ? ": " : "", str(p, "problem") ? str(p, "problem") : "");
@@ -460,7 +462,7 @@ int cmd_volume_set(const CliArgs *a, char **args, int n)
 		return print_json(j);
 	b = options_line(json_object_get(j, "before"));
 	af = options_line(json_object_get(j, "after"));
-	printf("volume %s: options were: %s\nvolume %s: options now:  %s\n(the self-test uses them at the volume's next first mount)\n",
+	printf("volume %s: options were: %s\nvolume %s: options now:  %s\n(they apply from the volume's next first mount: its self-test, its bind's suid and dev)\n",
 	       args[0], b ? b : "?", args[0], af ? af : "?");
 	return CLI_EXIT_OK;
 }
