@@ -115,8 +115,35 @@ Test(admin_parse, too_many_import_entries)
 
 /* ---- option changes ---- */
 
-static const char *const set_keys[] = { "selftest", "min_write_mbps", "min_read_mbps", "min_iops", "max_p99_ms", NULL };
+static const char *const set_keys[] = { "selftest", "min_write_mbps", "min_read_mbps", "min_iops", "max_p99_ms",
+					"suid", "dev", NULL };
 static const char *const resize_keys[] = { "size", "inodes", NULL };
+
+Test(options_change, suid_and_dev_are_set_cleared_and_checked)
+{
+	VolumeOptions cur = { .allow_devices = true }, out;
+	char *err = NULL;
+	json_t *c;
+
+	c = json_pack("{s:s}", "suid", "true");
+	cr_assert_eq(volume_options_change(&cur, c, set_keys, &out, &err), 0, "%s", err);
+	json_decref(c);
+	cr_assert(out.allow_suid && out.allow_devices, "untouched dev keeps its value");
+	c = json_pack("{s:s,s:s}", "suid", "false", "dev", "none");
+	cr_assert_eq(volume_options_change(&cur, c, set_keys, &out, &err), 0, "%s", err);
+	json_decref(c);
+	cr_assert(!out.allow_suid && !out.allow_devices);
+	c = json_pack("{s:s}", "dev", "yes");
+	cr_assert_lt(volume_options_change(&cur, c, set_keys, &out, &err), 0);
+	cr_assert(strstr(err, "true or false"), "%s", err);
+	json_decref(c);
+	free(err);
+	err = NULL;
+	c = json_pack("{s:s}", "suid", "true");
+	cr_assert_lt(volume_options_change(&cur, c, resize_keys, &out, &err), 0, "resize does not grant suid");
+	json_decref(c);
+	free(err);
+}
 
 Test(options_change, merges_validates_and_clears)
 {

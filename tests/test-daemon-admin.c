@@ -438,6 +438,118 @@ Test(admin, mount_users_finds_a_namespace_that_holds_the_bind)
 	mount_users_free(u, n);
 }
 
+/* Processes a test started (a namespace holder, a fake Docker): killed by the suite's .fini even after a failed assertion. */
+static pid_t helpers[4];
+
+static void remember_helper(pid_t pid)
+{
+	for (size_t i = 0; i < sizeof(helpers) / sizeof(helpers[0]); i++)
+		if (helpers[i] <= 0) {
+			helpers[i] = pid;
+			return;
+		}
+	cr_assert_fail("too many helper processes");
+}
+
+static void kill_helper(pid_t pid)
+{
+	for (size_t i = 0; i < sizeof(helpers) / sizeof(helpers[0]); i++)
+		if (helpers[i] == pid && pid > 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			helpers[i] = 0;
+		}
+}
+
+static void teardown_helpers(void)
+{
+	for (size_t i = 0; i < sizeof(helpers) / sizeof(helpers[0]); i++)
+		kill_helper(helpers[i]);
+	teardown();
+}
+
+/* A Docker that knows no container: every request on unix socket @path is answered 200 "[]". */
+static pid_t fake_docker(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	pid_t pid;
+
+	cr_assert_geq(fd, 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "%s", strerror(errno));
+	cr_assert_eq(listen(fd, 8), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		static const char reply[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
+					    "Connection: close\r\n\r\n[]";
+		for (;;) {
+			char req[8192];
+			size_t n = 0;
+			ssize_t k;
+			int c = accept(fd, NULL, NULL);
+
+			if (c < 0)
+				continue;
+			while (n < sizeof(req) - 1 && (k = read(c, req + n, sizeof(req) - 1 - n)) > 0) {
+				n += (size_t)k;
+				req[n] = '\0';
+				if (strstr(req, "\r\n\r\n"))
+					break;
+			}
+			(void)!write(c, reply, sizeof(reply) - 1);
+			close(c);
+		}
+	}
+	close(fd);
+	remember_helper(pid);
+	return pid;
+}
+
+/* The partition is missing for the plugin, a container's namespace still has the bind: release refuses. */
+Test(admin, release_checks_namespaces_when_the_partition_is_missing, .fini = teardown_helpers)
+{
+	char mp[400], dsock[400], dhost[420], pid_text[32];
+	json_t *j;
+	pid_t child;
+	int fd;
+	char c;
+
+	create("gone", 0);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"gone\",\"ID\":\"a\"}"), 0, "%s", client_err(&rep));
+	child = hold_namespace(&fd);
+	remember_helper(child);
+	cr_assert_eq(read(fd, &c, 1), 1, "the child could not unshare");
+	close(fd);
+	snprintf(dsock, sizeof(dsock), "%s/docker.sock", tb.dir);
+	snprintf(dhost, sizeof(dhost), "DOCKER_HOST=unix://%s", dsock);
+	fake_docker(dsock);
+
+	/* The partition's mount goes away under the plugin; the binds (here and in the child) keep the filesystem. */
+	testbed_part_mountpoint(&tb, 0, mp, sizeof(mp));
+	cr_assert_eq(umount2(mp, MNT_DETACH), 0, "%s", strerror(errno));
+	cr_assert_eq(NVS("volume", "show", "gone", "--json"), 0, "%s", err);
+	j = out_json();
+	cr_assert_null(json_object_get(json_object_get(j, "Admin"), "dev"), "the plugin still sees the partition: %s", out);
+	json_decref(j);
+
+	cr_assert_eq(EX("env", dhost, binary(), "volume", "release", "gone", "--socket", admin_sock), 1,
+		     "released although a namespace holds the bind: %s", out);
+	snprintf(pid_text, sizeof(pid_text), "process %d ", (int)child);
+	cr_assert(strstr(err, "still mounted on this host") && strstr(err, pid_text), "%s", err);
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"gone\"}"), 0);
+	cr_assert_eq(json_integer_value(json_object_get(json_object_get(json_object_get(rep.json, "Volume"), "Status"),
+							"mount_count")), 1, "counts changed on a refused release");
+
+	/* Nobody else has it: released, the plugin's own bind unmounted. */
+	kill_helper(child);
+	cr_assert_eq(EX("env", dhost, binary(), "volume", "release", "gone", "--socket", admin_sock), 0, "%s", err);
+	cr_assert(strstr(out, "from any device"), "%s", out);
+	snprintf(mp, sizeof(mp), "%s/gone", tb.prop);
+	cr_assert_null(mountinfo_line(mp), "the plugin's bind is still mounted");
+}
+
 /* ---- adopt ---- */
 
 Test(admin, partition_adopt_lets_a_hot_plugged_partition_take_volumes)
@@ -651,4 +763,67 @@ Test(admin, usage_help_version_and_exit_codes)
 	/* Options before the command, between its words, after its arguments. */
 	cr_assert_eq(NV("--json", "volume", "--socket", admin_sock, "show", "x1"), 1);
 	cr_assert(strstr(err, "no such volume: x1"), "%s", err);
+}
+
+/* ---- labels with terminal controls ---- */
+
+/* Two partitions whose labels carry ESC and U+009B (CSI): the prefix, then 4 bytes (XFS labels hold 12). */
+static void setup_control_labels(void)
+{
+	static const char *const tails[] = { "\x1b[2J", "\xc2\x9b" "2J" };
+
+	testbed_require_root();
+	testbed_init_or_fail(&tb, 2);
+	for (int i = 0; i < 2; i++) {
+		snprintf(tb.parts[i].label, sizeof(tb.parts[i].label), "%s%s", tb.prefix, tails[i]);
+		cr_assert_eq(RUN("xfs_admin", "-L", tb.parts[i].label, tb.parts[i].device), 0, "xfs_admin -L failed");
+	}
+	testbed_start_or_fail(&tb, selftest_off);
+	snprintf(admin_sock, sizeof(admin_sock), "%s/nvmevol-admin.sock", tb.dir);
+}
+
+static void assert_no_controls(const char *what, const char *text)
+{
+	cr_assert_null(strchr(text, '\x1b'), "%s holds a raw ESC: %s", what, text);
+	cr_assert_null(strstr(text, "\xc2\x9b"), "%s holds a raw U+009B: %s", what, text);
+}
+
+Test(labels, terminal_controls_are_escaped_in_status_devices_and_the_log, .init = setup_control_labels,
+     .fini = teardown, .timeout = 180)
+{
+	char esc[64], csi[64], *log;
+	json_t *j, *p;
+	size_t i;
+
+	snprintf(esc, sizeof(esc), "%s\\x1b[2J", tb.prefix);
+	snprintf(csi, sizeof(csi), "%s\\xc2\\x9b2J", tb.prefix);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"ctl\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[0].uuid), 0,
+		     "%s", client_err(&rep));
+
+	cr_assert_eq(NVS("status"), 0, "%s", err);
+	assert_no_controls("nvmevol status", out);
+	cr_assert(strstr(out, esc) && strstr(out, csi), "labels not shown escaped: %s", out);
+
+	cr_assert_eq(NVS("status", "--json"), 0, "%s", err);
+	assert_no_controls("nvmevol status --json", out);
+	j = out_json();
+	json_array_foreach(json_object_get(j, "partitions"), i, p) {
+		const char *l = json_string_value(json_object_get(p, "label"));
+		cr_assert(l && (strcmp(l, esc) == 0 || strcmp(l, csi) == 0), "partition label %s", l ? l : "(none)");
+	}
+	json_decref(j);
+
+	cr_assert_eq(NV("devices", "--label-prefix", tb.prefix), 0, "%s", err);
+	assert_no_controls("nvmevol devices", out);
+	cr_assert(strstr(out, esc) && strstr(out, csi), "labels not shown escaped: %s", out);
+	cr_assert_eq(NV("devices", "--label-prefix", tb.prefix, "--json"), 0, "%s", err);
+	j = out_json();
+	cr_assert_str_eq(json_string_value(json_object_get(testbed_devices_entry(j, tb.parts[0].device), "label")), esc);
+	cr_assert_str_eq(json_string_value(json_object_get(testbed_devices_entry(j, tb.parts[1].device), "label")), csi);
+	json_decref(j);
+
+	log = testbed_log_text(&tb);
+	assert_no_controls("the daemon's log", log);
+	cr_assert(strstr(log, esc), "the log does not name the partition: %s", log);
+	free(log);
 }

@@ -3,7 +3,8 @@
  * daemon on real loop XFS: a failed Remove, a non-ASCII label, a partition
  * attached while running (and the trust rule for it), concurrent Get during
  * rescans, the trash worker at start-up and at shutdown, the same name on two
- * partitions, nosuid/nodev, forgetting a volume whose disk is gone.
+ * partitions, nosuid/nodev, forgetting a volume whose disk is gone; and of
+ * issue 19: a record this host did not write grants no suid or dev.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -417,4 +418,137 @@ Test(regress, nosuid_nodev_on_partitions_and_binds)
 	free(line);
 	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"suidok\"}"), 0);
 	cr_assert_str_eq(json_string_value(json_object_get(status_obj("options"), "suid")), "true");
+}
+
+/* ---- issue 19, item 5: suid and dev come from this host, not from a disk's own record ---- */
+
+/* The per-mount options of the bind of volume @name, as mountinfo shows them (malloc'd). */
+static char *bind_options(const char *name)
+{
+	char mp[400], opts[512];
+	char *line;
+
+	snprintf(mp, sizeof(mp), "%s/%s", tb.prop, name);
+	line = mountinfo_line(mp);
+	cr_assert_not_null(line, "%s is not mounted", mp);
+	cr_assert_eq(sscanf(line, "%*d %*d %*s %*s %*s %511s", opts), 1, "%s", line);
+	free(line);
+	return strdup(opts);
+}
+
+static bool has_option(const char *opts, const char *opt)
+{
+	size_t n = strlen(opt);
+
+	for (const char *p = opts; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+		if (strncmp(p, opt, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+			return true;
+	return false;
+}
+
+/* Mounts @name, checks whether its bind has nosuid and nodev (@suppressed) or neither, unmounts. */
+static void expect_bind(const char *name, bool suppressed)
+{
+	char *o;
+
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"%s\",\"ID\":\"t\"}", name), 0, "%s", client_err(&rep));
+	o = bind_options(name);
+	cr_assert_eq(has_option(o, "nosuid"), suppressed, "volume %s bound with %s", name, o);
+	cr_assert_eq(has_option(o, "nodev"), suppressed, "volume %s bound with %s", name, o);
+	free(o);
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"%s\",\"ID\":\"t\"}", name), 0, "%s", client_err(&rep));
+}
+
+static const char *suppressed_why(const char *name)
+{
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"%s\"}", name), 0, "%s", client_err(&rep));
+	return status_str("suid_dev_suppressed");
+}
+
+/* `nvmevol volume set NAME KEY=VALUE` through the admin socket; returns the HTTP status. */
+static unsigned admin_set(const char *name, const char *changes)
+{
+	char sock[400];
+
+	snprintf(sock, sizeof(sock), "%s/nvmevol-admin.sock", tb.dir);
+	cr_assert_eq(client_post(sock, "/Admin.VolumeSet", &rep, "{\"Name\":\"%s\",\"Changes\":%s}", name, changes), 0);
+	return rep.status;
+}
+
+Test(regress, a_record_this_host_did_not_write_grants_no_suid_or_dev)
+{
+	char idx[500];
+	const char *why;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"sd\",\"Opts\":{\"partition\":\"%s\",\"suid\":\"true\","
+			     "\"dev\":\"true\"}}", tb.parts[0].label), 0, "%s", client_err(&rep));
+	/* Created here: granted by this host. */
+	expect_bind("sd", false);
+	cr_assert_null(suppressed_why("sd"));
+
+	/* This host's state is lost (or the disk comes from elsewhere): the record alone grants nothing. */
+	testbed_stop(&tb, SIGTERM);
+	snprintf(idx, sizeof(idx), "%s/index/sd.json", tb.state);
+	cr_assert_eq(unlink(idx), 0);
+	cr_assert_eq(testbed_start(&tb, selftest_off), 0);
+	expect_bind("sd", true);
+	why = suppressed_why("sd");
+	cr_assert(why && strstr(why, "not written by this host") && strstr(why, "nvmevol volume set sd suid=true dev=true"),
+		  "%s", why ? why : "(no suid_dev_suppressed)");
+	/* The index entry written at that start does not grant it either. */
+	restart(NULL);
+	expect_bind("sd", true);
+
+	/* Only an admin's grant counts, never while mounted; a grant names what it grants. */
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"sd\",\"ID\":\"m\"}"), 0, "%s", client_err(&rep));
+	cr_assert_eq(admin_set("sd", "{\"suid\":\"true\",\"dev\":\"true\"}"), 409, "%s", rep.body);
+	cr_assert(strstr(client_err(&rep), "is mounted"), "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"sd\",\"ID\":\"m\"}"), 0);
+	cr_assert_eq(admin_set("sd", "{\"suid\":\"true\"}"), 200, "%s", rep.body);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"sd\",\"ID\":\"t\"}"), 0, "%s", client_err(&rep));
+	{
+		char *o = bind_options("sd");
+		cr_assert(!has_option(o, "nosuid") && has_option(o, "nodev"), "%s", o);
+		free(o);
+	}
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"sd\",\"ID\":\"t\"}"), 0);
+	cr_assert_eq(admin_set("sd", "{\"suid\":\"true\",\"dev\":\"true\"}"), 200, "%s", rep.body);
+	expect_bind("sd", false);
+	cr_assert_null(suppressed_why("sd"));
+	/* The grant is this host's now: it outlives a restart. */
+	restart(NULL);
+	expect_bind("sd", false);
+}
+
+Test(regress, a_hot_plugged_disk_grants_no_suid_or_dev_until_adopted_and_set)
+{
+	char idx[500], sock[400];
+	const char *why;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"hot\",\"Opts\":{\"partition\":\"%s\",\"suid\":\"true\","
+			     "\"dev\":\"true\"}}", tb.parts[1].label), 0, "%s", client_err(&rep));
+	/* Made on "another host": this one never knew it, and the disk arrives while the plugin runs. */
+	testbed_stop(&tb, SIGTERM);
+	unplug(1);
+	snprintf(idx, sizeof(idx), "%s/index/hot.json", tb.state);
+	cr_assert_eq(unlink(idx), 0);
+	cr_assert_eq(testbed_start(&tb, selftest_off), 0);
+	cr_assert_eq(testbed_attach(&tb, 1), 0);
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"hot\"}"), 0, "%s", client_err(&rep));
+	cr_assert(json_is_false(json_object_get(status_obj("partition"), "adopted")));
+	expect_bind("hot", true);
+	why = suppressed_why("hot");
+	cr_assert(why && strstr(why, "not adopted"), "%s", why ? why : "(no suid_dev_suppressed)");
+	/* Not adopted: nothing may be written there, not even a grant. */
+	cr_assert_neq(admin_set("hot", "{\"suid\":\"true\",\"dev\":\"true\"}"), 200, "%s", rep.body);
+
+	snprintf(sock, sizeof(sock), "%s/nvmevol-admin.sock", tb.dir);
+	cr_assert_eq(client_post(sock, "/Admin.PartitionAdopt", &rep, "{\"Partition\":\"%s\"}", tb.parts[1].uuid), 0);
+	cr_assert_eq(rep.status, 200, "%s", rep.body);
+	/* Adopted, but the record is still not this host's. */
+	why = suppressed_why("hot");
+	cr_assert(why && strstr(why, "not written by this host"), "%s", why ? why : "(no suid_dev_suppressed)");
+	expect_bind("hot", true);
+	cr_assert_eq(admin_set("hot", "{\"suid\":\"true\",\"dev\":\"true\"}"), 200, "%s", rep.body);
+	expect_bind("hot", false);
 }

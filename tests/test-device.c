@@ -6,8 +6,13 @@
  * the settings that drive it.
  */
 #include <criterion/criterion.h>
+#include <ftw.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include "settings.h"
 #include "device/device-policy.h"
@@ -181,6 +186,187 @@ Test(device, transport_from_sysfs_paths)
 			     device_transport_to_string(cases[i].t));
 		cr_expect_eq(usb, cases[i].usb, "%s: usb %d", cases[i].path, usb);
 	}
+}
+
+/* ---- leaves of stacked devices, in a fake sysfs tree ---- */
+
+static char sysroot[256];
+
+static void mkdirs(const char *rel)
+{
+	char path[1024];
+
+	snprintf(path, sizeof(path), "%s/%s", sysroot, rel);
+	for (char *p = path + strlen(sysroot) + 1; (p = strchr(p, '/')); p++) {
+		*p = '\0';
+		(void)mkdir(path, 0755);
+		*p = '/';
+	}
+	cr_assert(mkdir(path, 0755) == 0 || errno == EEXIST, "%s: %s", path, strerror(errno));
+}
+
+static void put(const char *rel, const char *text)
+{
+	char path[1024];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", sysroot, rel);
+	f = fopen(path, "w");
+	cr_assert_not_null(f, "%s", path);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* <sysroot>/@rel -> <sysroot>/@to (absolute, as realpath() resolves them alike) */
+static void link_to(const char *rel, const char *to)
+{
+	char path[1024], target[1024];
+
+	snprintf(path, sizeof(path), "%s/%s", sysroot, rel);
+	snprintf(target, sizeof(target), "%s/%s", sysroot, to);
+	cr_assert_eq(symlink(target, path), 0, "%s: %s", path, strerror(errno));
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	return remove(path);
+}
+
+static void sysroot_done(void)
+{
+	if (sysroot[0])
+		(void)nftw(sysroot, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+#define USB_DISK "devices/pci0000:00/0000:00:14.0/usb1/1-1/1-1:1.0/host6/target6:0:0/6:0:0:0/block/sdb"
+#define SATA_DISK "devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0/block/sda"
+#define VIRT "devices/virtual/block/"
+
+static size_t leaves_of(const char *rel, DeviceLeaf *out)
+{
+	char path[1024];
+	size_t n = 99;
+
+	snprintf(path, sizeof(path), "%s/%s", sysroot, rel);
+	device_leaves_read(sysroot, path, out, DEVICE_LEAVES_MAX, &n);
+	return n;
+}
+
+static const DeviceLeaf *leaf(const DeviceLeaf *l, size_t n, const char *disk)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(l[i].disk, disk) == 0)
+			return &l[i];
+	return NULL;
+}
+
+/* A USB stick under device-mapper, md (with a SATA disk), a loop device's backing file, nbd; a plain disk has none. */
+Test(device, leaves_of_stacked_devices, .fini = sysroot_done)
+{
+	char img[512], dev[64], imgpath[600];
+	DeviceLeaf l[DEVICE_LEAVES_MAX];
+	struct stat st;
+	size_t n;
+
+	snprintf(sysroot, sizeof(sysroot), "/tmp/nvmevol-fakesys.XXXXXX");
+	cr_assert_not_null(mkdtemp(sysroot));
+	mkdirs(USB_DISK "/sdb1");
+	put(USB_DISK "/removable", "1\n");
+	put(USB_DISK "/sdb1/partition", "1\n");
+	mkdirs(SATA_DISK);
+	put(SATA_DISK "/removable", "0\n");
+	mkdirs(VIRT "dm-0/slaves");
+	link_to(VIRT "dm-0/slaves/sdb1", USB_DISK "/sdb1");
+	mkdirs(VIRT "md0/slaves");
+	link_to(VIRT "md0/slaves/dm-0", VIRT "dm-0");
+	link_to(VIRT "md0/slaves/sda", SATA_DISK);
+	/* loop7's backing file sits on sdb1: <sys>/dev/block/MAJ:MIN of the file's filesystem names it. */
+	snprintf(img, sizeof(img), "%s/image", sysroot);
+	put("image", "x");
+	cr_assert_eq(stat(img, &st), 0);
+	mkdirs(VIRT "loop7/loop");
+	put(VIRT "loop7/loop/backing_file", img);
+	mkdirs("dev/block");
+	snprintf(dev, sizeof(dev), "dev/block/%u:%u", major(st.st_dev), minor(st.st_dev));
+	link_to(dev, USB_DISK "/sdb1");
+	mkdirs(VIRT "dm-1/slaves");
+	link_to(VIRT "dm-1/slaves/loop7", VIRT "loop7");
+	mkdirs(VIRT "nbd0");
+	mkdirs(VIRT "dm-2/slaves");
+	link_to(VIRT "dm-2/slaves/nbd0", VIRT "nbd0");
+	/* A loop device whose file is on no block device (tmpfs, NFS): nothing below it. */
+	mkdirs(VIRT "loop8/loop");
+	snprintf(imgpath, sizeof(imgpath), "%s/missing-file", sysroot);
+	put(VIRT "loop8/loop/backing_file", imgpath);
+	/* A cycle (sysfs never has one): the walk still ends. */
+	mkdirs(VIRT "dm-3/slaves");
+	mkdirs(VIRT "dm-4/slaves");
+	link_to(VIRT "dm-3/slaves/dm-4", VIRT "dm-4");
+	link_to(VIRT "dm-4/slaves/dm-3", VIRT "dm-3");
+
+	n = leaves_of(VIRT "dm-0", l);
+	cr_assert_eq(n, 1);
+	cr_expect_str_eq(l[0].disk, "sdb", "a partition slave counts as its disk");
+	cr_expect(l[0].usb && l[0].removable && l[0].transport == DEVICE_TRANSPORT_USB);
+
+	n = leaves_of(VIRT "md0", l);
+	cr_assert_eq(n, 3);
+	cr_assert(leaf(l, n, "dm-0") && leaf(l, n, "sdb") && leaf(l, n, "sda"));
+	cr_expect(!leaf(l, n, "dm-0")->usb && leaf(l, n, "dm-0")->transport == DEVICE_TRANSPORT_DM);
+	cr_expect(leaf(l, n, "sdb")->usb);
+	cr_expect(!leaf(l, n, "sda")->usb && !leaf(l, n, "sda")->removable);
+	cr_expect_eq(leaf(l, n, "sda")->transport, DEVICE_TRANSPORT_SATA);
+
+	n = leaves_of(VIRT "dm-1", l);
+	cr_assert_eq(n, 2, "the loop device's backing file was not followed");
+	cr_expect_str_eq(l[0].disk, "loop7", "depth first, the upper device first");
+	cr_expect_str_eq(l[1].disk, "sdb");
+	cr_expect(l[1].usb);
+	cr_assert_eq(leaves_of(VIRT "loop7", l), 1);
+	cr_expect_str_eq(l[0].disk, "sdb");
+
+	n = leaves_of(VIRT "dm-2", l);
+	cr_assert_eq(n, 1);
+	cr_expect(l[0].opaque && l[0].transport == DEVICE_TRANSPORT_NBD);
+
+	cr_expect_eq(leaves_of(SATA_DISK, l), 0, "a plain disk has no leaves");
+	cr_expect_eq(leaves_of(VIRT "loop8", l), 0);
+	n = leaves_of(VIRT "dm-3", l);
+	cr_expect(n == 2 && leaf(l, n, "dm-4") && leaf(l, n, "dm-3"), "each device once");
+
+	/* At most what the caller has room for. */
+	device_leaves_read(sysroot, (snprintf(img, sizeof(img), "%s/" VIRT "md0", sysroot), img), l, 1, &n);
+	cr_expect_eq(n, 1);
+}
+
+Test(policy, a_usb_leaf_or_nbd_needs_listing)
+{
+	DeviceFacts f = { .transport = DEVICE_TRANSPORT_DM, .usb = true, .removable = true };
+	DeviceDecision d;
+	const DeviceReason *r = NULL;
+
+	snprintf(f.devnode, sizeof(f.devnode), "/dev/mapper/vg-lv");
+	snprintf(f.disk, sizeof(f.disk), "dm-0");
+	snprintf(f.untrusted_leaf, sizeof(f.untrusted_leaf), "sdb");
+	device_policy_evaluate(&(DevicePolicySettings){ .require_nvme = DEVICE_POLICY_OFF, .health = DEVICE_POLICY_OFF },
+			       &(DeviceInputs){ .facts = &f }, &d);
+	cr_expect_eq(d.verdict, DEVICE_VERDICT_REFUSE);
+	for (size_t i = 0; i < d.n_reasons; i++)
+		if (strcmp(d.reasons[i].code, "untrusted-removable") == 0)
+			r = &d.reasons[i];
+	cr_assert_not_null(r);
+	cr_expect(strstr(r->what, "removable USB device (sdb, under dm-0)"), "%s", r->what);
+
+	f = (DeviceFacts){ .transport = DEVICE_TRANSPORT_NBD, .opaque = true };
+	snprintf(f.devnode, sizeof(f.devnode), "/dev/nbd0");
+	snprintf(f.disk, sizeof(f.disk), "nbd0");
+	device_policy_evaluate(&(DevicePolicySettings){ .require_nvme = DEVICE_POLICY_OFF, .health = DEVICE_POLICY_OFF },
+			       &(DeviceInputs){ .facts = &f }, &d);
+	cr_expect_eq(d.verdict, DEVICE_VERDICT_REFUSE);
+	cr_expect(strstr(d.reasons[0].what, "network block device (nbd0)"), "%s", d.reasons[0].what);
+	device_policy_evaluate(&(DevicePolicySettings){ .require_nvme = DEVICE_POLICY_OFF, .health = DEVICE_POLICY_OFF },
+			       &(DeviceInputs){ .facts = &f, .listed = true }, &d);
+	cr_expect_eq(d.verdict, DEVICE_VERDICT_USE);
 }
 
 Test(device, active_scheduler)

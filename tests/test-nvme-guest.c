@@ -5,8 +5,9 @@
  * controllers (healthy; SMART critical warning NVQ_CRIT), a virtio disk and a
  * USB stick. Each fact nvmevol reports is compared with what qemu was told
  * (NVQ_* variables); then the real daemon: placement, the health policy, the
- * trust rule for the USB stick, NVMEVOL_REQUIRE_NVME, the self-test on NVMe,
- * create / mount / remove. Elsewhere it skips, saying where it runs.
+ * trust rule for the USB stick (also under a device-mapper target, label
+ * nvd-usb), NVMEVOL_REQUIRE_NVME, the self-test on NVMe, create / mount /
+ * remove. Elsewhere it skips, saying where it runs.
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -125,6 +126,64 @@ Test(nvme_facts, every_fact_against_what_qemu_was_told)
 	cr_expect_str_eq(s(testbed_devices_entry(a, "/dev/nvme1n1"), "use"), "no", "critical under NVMEVOL_HEALTH=enforce");
 	cr_expect_str_eq(s(testbed_devices_entry(a, "/dev/nvme0n1p1"), "use"), "yes");
 	cr_expect_str_eq(s(testbed_devices_entry(a, "/dev/vda"), "use"), "no");
+	json_decref(a);
+}
+
+/*
+ * The dm-linear target over the second half of the USB stick (nvme-guest.sh
+ * made its XFS, label nvd-usb), only while a test needs it: it holds the stick.
+ */
+static void dm_up(void)
+{
+	require_guest();
+	setenv("DM_DISABLE_UDEV", "1", 1); /* no udev in the guest: libdevmapper makes the nodes */
+	cr_assert_eq(RUN("/usr/sbin/dmsetup", "create", "nvd-usb", "--table", env("NVQ_DM_TABLE")), 0,
+		     "dmsetup create failed");
+	for (int k = 0; k < 50 && access("/dev/dm-0", F_OK) != 0; k++)
+		usleep(20000);
+	cr_assert_eq(access("/dev/dm-0", F_OK), 0, "no /dev/dm-0");
+}
+
+static void unmount_partitions(void);
+
+static void dm_down(void)
+{
+	/* The daemon's mount of dm-0 would keep the target (and the stick) busy for the tests after this one. */
+	if (tb.pid > 0)
+		testbed_stop(&tb, SIGTERM);
+	if (tb.parts_root[0])
+		unmount_partitions();
+	for (int k = 0; k < 50 && RUN("/usr/sbin/dmsetup", "remove", "nvd-usb") != 0; k++)
+		usleep(100000);
+}
+
+/* A USB stick under device-mapper (as LVM puts it): dm-0 has no usb parent and removable=0, its leaf has both. */
+Test(nvme_facts, a_usb_stick_under_device_mapper_is_still_usb, .init = dm_up, .fini = dm_down)
+{
+	const json_t *r;
+	json_t *a, *e, *f;
+	size_t k;
+	bool said = false;
+
+	a = testbed_devices_json((const char *const[]){ "NVMEVOL_LABEL_PREFIX=nvd", NULL }, NULL);
+	cr_assert_eq(json_array_size(a), 1, "%s", json_dumps(a, 0));
+	e = testbed_devices_entry(a, "/dev/dm-0");
+	f = json_object_get(e, "facts");
+	cr_expect_str_eq(s(f, "transport"), "dm");
+	cr_expect_str_eq(s(f, "lower_devices"), "sda");
+	cr_expect(json_is_true(json_object_get(f, "usb")), "%s", json_dumps(f, 0));
+	cr_expect(json_is_true(json_object_get(f, "removable")), "%s", json_dumps(f, 0));
+	cr_expect_str_eq(s(e, "use"), "no");
+	json_array_foreach(json_object_get(json_object_get(e, "policy"), "reasons"), k, r)
+		said = said || (strcmp(s((json_t *)r, "code"), "untrusted-removable") == 0 &&
+				strstr(s((json_t *)r, "what"), "removable USB device (sda, under dm-0)"));
+	cr_expect(said, "%s", json_dumps(e, 0));
+	json_decref(a);
+
+	/* Listed by the admin: the trust rule lets it in. */
+	a = testbed_devices_json((const char *const[]){ "NVMEVOL_LABEL_PREFIX=nvd", "NVMEVOL_DEVICES=LABEL=nvd-usb", NULL },
+				 NULL);
+	cr_expect_not(testbed_devices_has_reason(testbed_devices_entry(a, "/dev/dm-0"), "untrusted-removable", NULL));
 	json_decref(a);
 }
 
@@ -265,4 +324,24 @@ Test(nvme_daemon, placement_health_trust_and_the_selftest)
 			  strstr(client_err(&rep), "rotational"),
 		  "%s", client_err(&rep));
 	cr_expect_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"lenient\"}"), 0, "%s", client_err(&rep));
+}
+
+/* The daemon refuses the stick under device-mapper as it refuses the bare stick: never mounted, the way to allow it said. */
+Test(nvme_daemon, a_usb_stick_under_device_mapper_is_refused, .init = dm_up, .fini = dm_down)
+{
+	snprintf(tb.prefix, sizeof(tb.prefix), "nvd");
+	start(NULL);
+	cr_expect_not(mounted("/dev/dm-0 "), "the stick under dm-0 was mounted");
+	cr_expect_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"dmstick\",\"Opts\":{\"partition\":\"nvd-usb\"}}"), 0);
+	cr_expect(strstr(client_err(&rep), "USB device (sda, under dm-0)") && strstr(client_err(&rep), "NVMEVOL_DEVICES="),
+		  "%s", client_err(&rep));
+	testbed_stop(&tb, SIGTERM);
+
+	start((const char *const[]){ "NVMEVOL_DEVICES=LABEL=nvd-usb", NULL });
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"dmstick\",\"Opts\":{\"partition\":\"nvd-usb\"}}"), 0,
+		     "%s", client_err(&rep));
+	cr_expect(json_is_true(json_object_get(json_object_get(json_object_get(status("dmstick"), "partition"), "device"),
+					       "usb")));
+	cr_expect_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"dmstick\"}"), 0, "%s", client_err(&rep));
+	testbed_stop(&tb, SIGTERM);
 }

@@ -49,6 +49,55 @@ Test(strutil, sizes_modes_numbers)
 	cr_expect_eq(crc32c(0, "123456789", 9), 0xe3069283u);
 }
 
+/* Terminal controls and bidi overrides never reach a screen: each byte becomes \xNN, and the label comes back. */
+Test(strutil, escape_turns_terminal_controls_into_text)
+{
+	static const struct {
+		const char *raw, *label, *display;
+	} cases[] = {
+		{ "nvmevol-a", "nvmevol-a", "nvmevol-a" },
+		{ "nv\x1b[2J", "nv\\x1b[2J", "nv\\x1b[2J" },                /* ESC */
+		{ "nv\xc2\x9b" "31m", "nv\\xc2\\x9b31m", "nv\\xc2\\x9b31m" }, /* U+009B CSI */
+		{ "nv\xe2\x80\xaegpj", "nv\\xe2\\x80\\xaegpj", "nv\\xe2\\x80\\xaegpj" }, /* U+202E RLO */
+		{ "nv\xe2\x81\xa6x", "nv\\xe2\\x81\\xa6x", "nv\\xe2\\x81\\xa6x" }, /* U+2066 LRI */
+		{ "nv\xe2\x80\xa8x", "nv\\xe2\\x80\\xa8x", "nv\\xe2\\x80\\xa8x" }, /* U+2028 line separator */
+		{ "a\x7f\tb\n", "a\\x7f\\x09b\\x0a", "a\\x7f\\x09b\\x0a" },
+		{ "a\\b", "a\\\\b", "a\\b" },                                   /* only the reversible form doubles it */
+		{ "\xff\xc2", "\\xff\\xc2", "\\xff\\xc2" },                    /* invalid and truncated UTF-8 */
+		{ "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x92\xbe", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x92\xbe",
+		  "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x92\xbe" },             /* printable UTF-8 stays */
+	};
+	char buf[128], back[64];
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		label_escape(cases[i].raw, buf, sizeof(buf));
+		cr_expect_str_eq(buf, cases[i].label, "case %zu", i);
+		cr_expect_eq(label_unescape(buf, back, sizeof(back)), 0, "case %zu", i);
+		cr_expect_str_eq(back, cases[i].raw, "case %zu", i);
+		text_escape(cases[i].raw, false, buf, sizeof(buf));
+		cr_expect_str_eq(buf, cases[i].display, "case %zu", i);
+		/* Escaped text is safe already: escaping it again for display changes nothing. */
+		text_escape(cases[i].label, false, back, sizeof(back));
+		cr_expect_str_eq(back, cases[i].label, "case %zu", i);
+	}
+	for (uint32_t cp = 0; cp < 0x20; cp++)
+		cr_expect(codepoint_is_display_unsafe(cp));
+	for (uint32_t cp = 0x7f; cp <= 0x9f; cp++)
+		cr_expect(codepoint_is_display_unsafe(cp));
+	cr_expect(!codepoint_is_display_unsafe('~') && !codepoint_is_display_unsafe(0xa0) &&
+		  !codepoint_is_display_unsafe(0xe9) && !codepoint_is_display_unsafe(0x20ac));
+
+	/* Never a split escape at the end of a short buffer. */
+	label_escape("ab\x1b", buf, 6);
+	cr_expect_str_eq(buf, "ab");
+	label_escape("ab\xe2\x80\xae", buf, 14);
+	cr_expect_str_eq(buf, "ab");
+	char *dup = text_escape_dup("x\xc2\x9by", false);
+	cr_assert_not_null(dup);
+	cr_expect_str_eq(dup, "x\\xc2\\x9by");
+	free(dup);
+}
+
 Test(fsutil, atomic_write_replaces_and_leaves_no_temp)
 {
 	char dir[] = "/tmp/nvmevol-fsutil.XXXXXX";

@@ -55,6 +55,42 @@ Test(record, index_form_has_no_mount_counts)
 	volume_unref(w);
 }
 
+/* The index holds only the suid/dev grants this host made: an unconfirmed record's grants are left out. */
+Test(record, index_form_keeps_only_the_grants_of_this_host)
+{
+	Volume *v = sample(), *w = NULL;
+	char *s;
+
+	v->opts.allow_suid = v->opts.allow_devices = true;
+	s = volume_index_dump(v);
+	cr_assert_eq(volume_record_parse(s, strlen(s), &w, NULL), 0);
+	cr_expect(w->opts.allow_suid && w->opts.allow_devices, "a grant of this host is kept");
+	cr_expect(volume_grants_confirmed(&v->opts, &w->opts));
+	free(s);
+	volume_unref(w);
+
+	v->grants_unconfirmed = true;
+	s = volume_index_dump(v);
+	cr_assert_eq(volume_record_parse(s, strlen(s), &w, NULL), 0);
+	cr_expect(!w->opts.allow_suid && !w->opts.allow_devices, "an unconfirmed grant reached the index");
+	cr_expect_eq(w->opts.uid, 999, "the rest of the options is kept");
+	cr_expect(!volume_grants_confirmed(&v->opts, &w->opts));
+	free(s);
+	volume_unref(w);
+	/* The record itself keeps what it says. */
+	s = volume_record_dump(v, false);
+	cr_assert_eq(volume_record_parse(s, strlen(s), &w, NULL), 0);
+	cr_expect(w->opts.allow_suid && w->opts.allow_devices);
+	free(s);
+	volume_unref(w);
+
+	cr_expect(volume_grants_confirmed(&(VolumeOptions){ 0 }, &(VolumeOptions){ 0 }));
+	cr_expect(volume_grants_confirmed(&(VolumeOptions){ .allow_suid = true }, &(VolumeOptions){ .allow_suid = true }));
+	cr_expect(!volume_grants_confirmed(&(VolumeOptions){ .allow_suid = true, .allow_devices = true },
+					   &(VolumeOptions){ .allow_suid = true }));
+	volume_unref(v);
+}
+
 Test(record, any_flipped_byte_is_detected)
 {
 	Volume *v = sample();

@@ -101,7 +101,10 @@ static const CliCommand commands[] = {
 	  "Changes the self-test policy and thresholds of a volume: selftest=off|warn|\n"
 	  "enforce, min_write_mbps=, min_read_mbps=, min_iops=, max_p99_ms= (numbers as\n"
 	  "at create); 'none' goes back to the plugin's default policy or removes a\n"
-	  "threshold. Takes effect at the volume's next first mount.\n"
+	  "threshold. suid=true|false and dev=true|false grant setuid bits and device\n"
+	  "nodes on its bind: a record this host did not write (a disk from elsewhere,\n"
+	  "a lost state directory) grants them only once set here, while the volume is\n"
+	  "not mounted. Takes effect at the volume's next first mount.\n"
 	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
 	  CLI_OPTS_TARGET, 2, -1, cmd_volume_set, true },
 	{ "volume forget", "NAME",

@@ -373,6 +373,8 @@ int cmd_volume_show(const CliArgs *a, char **args, int n)
 	printf("State:      %s%s%s\n", str(s, "state"), str(s, "problem") ? ": " : "", str(s, "problem") ? str(s, "problem") : "");
 	printf("Created:    %s\n", str(s, "created_at") ? str(s, "created_at") : "?");
 	printf("Options:    %s\n", opts ? opts : "?");
+	if (str(s, "suid_dev_suppressed"))
+		printf("            suid/dev not in effect: %s\n", str(s, "suid_dev_suppressed"));
 	printf("Partition:  %s (UUID %s%s%s)%s%s\n", str(p, "label") ? str(p, "label") : "", str(p, "uuid"),
 	       str(p, "device") ? ", " : "", str(p, "device") ? str(p, "device") : "",
 	       str(p, "problem") ? ": " : "", str(p, "problem") ? str(p, "problem") : "");
@@ -485,7 +487,7 @@ int cmd_volume_set(const CliArgs *a, char **args, int n)
 		return print_json(j);
 	b = options_line(json_object_get(j, "before"));
 	af = options_line(json_object_get(j, "after"));
-	printf("volume %s: options were: %s\nvolume %s: options now:  %s\n(the self-test uses them at the volume's next first mount)\n",
+	printf("volume %s: options were: %s\nvolume %s: options now:  %s\n(they apply from the volume's next first mount: its self-test, its bind's suid and dev)\n",
 	       args[0], b ? b : "?", args[0], af ? af : "?");
 	return CLI_EXIT_OK;
 }
@@ -559,25 +561,32 @@ int cmd_volume_release(const CliArgs *a, char **args, int n)
 		json_array_append_new(stopped, json_string(container_name(c)));
 	}
 
-	/* 2. This host's mount namespaces: nobody may still have the bind. */
+	/*
+	 * 2. This host's mount namespaces: nobody may still have the bind. Always:
+	 * a partition the plugin calls missing (or failed to verify just now) can
+	 * still be mounted in a container. Without the plugin's device number, a
+	 * mount of the volume's directory from any device counts.
+	 */
 	dev = str(adm, "dev");
-	if (dev && sscanf(dev, "%u:%u", &maj, &min) == 2) {
-		if (t.plugin_id && asprintf(&suffix, "/plugins/%s/propagated-mount/%s", t.plugin_id, name) < 0)
-			return cli_fail(a, "out of memory");
-		r = mount_users_find("/proc", makedev(maj, min), str(adm, "root"), (uint64_t)num(adm, "mount_namespace"),
-				     suffix, &users, &n_users, &scanned);
-		if (r < 0)
-			return cli_fail(a, "cannot read the mount namespaces of this host: %s (run as root, on the Docker host)",
-					errno_str(r));
-		if (n_users > 0) {
-			fprintf(stderr, "nvmevol volume release: volume %s is still mounted on this host; nothing was changed:\n",
-				name);
-			for (size_t k = 0; k < n_users; k++)
-				fprintf(stderr, "  process %d (%s), mount namespace %llu, at %s\n", (int)users[k].pid,
-					users[k].comm, (unsigned long long)users[k].mount_ns, users[k].target);
-			mount_users_free(users, n_users);
-			return CLI_EXIT_FAILURE;
-		}
+	if (!dev || sscanf(dev, "%u:%u", &maj, &min) != 2)
+		maj = min = 0;
+	if (!str(adm, "root"))
+		return cli_fail(a, "the plugin's answer does not say where the directory of %s is; nothing was changed", name);
+	if (t.plugin_id && asprintf(&suffix, "/plugins/%s/propagated-mount/%s", t.plugin_id, name) < 0)
+		return cli_fail(a, "out of memory");
+	r = mount_users_find("/proc", makedev(maj, min), str(adm, "root"), (uint64_t)num(adm, "mount_namespace"), suffix,
+			     &users, &n_users, &scanned);
+	if (r < 0)
+		return cli_fail(a, "cannot read the mount namespaces of this host: %s (run as root, on the Docker host)",
+				errno_str(r));
+	if (n_users > 0) {
+		fprintf(stderr, "nvmevol volume release: volume %s is still mounted on this host%s; nothing was changed:\n",
+			name, maj || min ? "" : " (its partition is missing or unverified for the plugin)");
+		for (size_t k = 0; k < n_users; k++)
+			fprintf(stderr, "  process %d (%s), mount namespace %llu, at %s\n", (int)users[k].pid, users[k].comm,
+				(unsigned long long)users[k].mount_ns, users[k].target);
+		mount_users_free(users, n_users);
+		return CLI_EXIT_FAILURE;
 	}
 
 	/* 3. The plugin clears the counts if they are still those that were checked. */
@@ -602,10 +611,8 @@ int cmd_volume_release(const CliArgs *a, char **args, int n)
 			printf(" %s", json_string_value(c));
 		printf(")");
 	}
-	if (dev)
-		printf("; none of the %zu mount namespaces on this host has it mounted\n", scanned);
-	else
-		printf("; its partition is missing, so no bind of it can exist\n");
+	printf("; none of the %zu mount namespaces on this host has it mounted%s\n", scanned,
+	       dev ? "" : " (its partition is missing: a mount of its directory from any device was looked for)");
 	printf("released volume %s: cleared %lld mount count(s) (", name, (long long)num(j, "total_before"));
 	{
 		const char *k;

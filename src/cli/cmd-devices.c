@@ -107,11 +107,14 @@ static const char *use_word(const Candidate *c)
 
 static json_t *candidate_json(const Candidate *c)
 {
+	_cleanup_free_ char *label = NULL;
 	json_t *j = json_object();
 	const ProbedDevice *p = &c->probed;
 
 	json_object_set_new(j, "device", json_string(p->device));
-	json_object_set_new(j, "label", p->label ? json_string(p->label) : json_null());
+	/* As Status shows it: any bytes, escaped (a label may carry terminal controls). */
+	label = p->label ? text_escape_dup(p->label, true) : NULL;
+	json_object_set_new(j, "label", label ? json_string(label) : json_null());
 	json_object_set_new(j, "uuid", p->uuid ? json_string(p->uuid) : json_null());
 	json_object_set_new(j, "fstype", p->fstype ? json_string(p->fstype) : json_null());
 	json_object_set_new(j, "listed", json_boolean(p->listed));
@@ -143,6 +146,7 @@ static void print_table(FILE *f, const Candidate *cs, size_t n, const Settings *
 		"SIZE", "HEALTH", "USE");
 	for (size_t i = 0; i < n; i++) {
 		const Candidate *c = &cs[i];
+		_cleanup_free_ char *label = text_escape_dup(c->probed.label ? c->probed.label : "", true);
 		char size[32] = "-", health[16] = "-";
 
 		if (c->have_facts)
@@ -152,7 +156,7 @@ static void print_table(FILE *f, const Candidate *cs, size_t n, const Settings *
 				 nvme_health_verdict_to_string(nvme_health_judge(&c->health, NULL, 0)));
 		else if (c->health_error)
 			snprintf(health, sizeof(health), "unknown");
-		fprintf(f, "%-20s %-13s %-9s %-22.22s %-16.16s %8s %-8s %s\n", c->probed.device, dash(c->probed.label),
+		fprintf(f, "%-20s %-13s %-9s %-22.22s %-16.16s %8s %-8s %s\n", c->probed.device, dash(label),
 			c->have_facts ? device_transport_to_string(c->facts.transport) : "-",
 			c->have_facts ? dash(c->facts.model) : "-", c->have_facts ? dash(c->facts.serial) : "-", size,
 			health, use_word(c));

@@ -46,7 +46,7 @@ static char *find_in(int pidfd, dev_t dev, const char *root, const char *skip_su
 	if (read_file_at(pidfd, "mountinfo", MOUNTINFO_MAX, &buf, &len) < 0 || mountinfo_parse_buffer(buf, len, &e, &n) < 0)
 		return NULL;
 	for (size_t i = 0; i < n && !hit; i++)
-		if (e[i].dev == dev && e[i].root && root_matches(e[i].root, root) &&
+		if ((dev == 0 || e[i].dev == dev) && e[i].root && root_matches(e[i].root, root) &&
 		    !(skip_suffix && e[i].target && ends_with(e[i].target, skip_suffix)))
 			hit = strdup(e[i].target ? e[i].target : "?");
 	mount_entries_free(e, n);

@@ -21,8 +21,8 @@ typedef struct MountUser {
 void mount_users_free(MountUser *u, size_t n);
 
 /*
- * Mount namespaces with a mount of device @dev whose root is @root or below
- * it, except namespace @skip_ns (the plugin's own) and mounts whose target
+ * Mount namespaces with a mount of device @dev (0: of any device) whose root
+ * is @root or below it, except namespace @skip_ns (the plugin's own) and mounts whose target
  * ends with @skip_suffix (Docker's host-side copy of the plugin's bind, e.g.
  * "/plugins/<id>/propagated-mount/<name>"; NULL for none). *ret_scanned is
  * the number of namespaces read. @proc is "/proc" (another root for tests).

@@ -77,19 +77,31 @@ static DeviceReason *add(DeviceDecision *d, DeviceVerdict level, const char *cod
 
 #define SET(field, ...) (void)snprintf((field), sizeof(field), __VA_ARGS__)
 
-/* Removable and USB devices are refused unless an admin named them (anyone can plug a stick labelled nvmevol-x). */
+/*
+ * Removable and USB devices are refused unless an admin named them (anyone can
+ * plug a stick labelled nvmevol-x), also under LVM, md or a loop device; so is
+ * an nbd device, whose backing nobody here can see.
+ */
 static void check_trust(const DeviceInputs *in, DeviceDecision *d)
 {
 	const DeviceFacts *f = in->facts;
+	char where[160];
 	DeviceReason *r;
 
-	if (!(f->removable || f->usb) || in->listed)
+	if (!(f->removable || f->usb || f->opaque) || in->listed)
 		return;
 	r = add(d, DEVICE_VERDICT_REFUSE, "untrusted-removable", "NVMEVOL_DEVICES (not listed)");
 	if (!r)
 		return;
-	SET(r->what, "%s is on a %s%s%s device (%s)", f->devnode, f->removable ? "removable" : "",
-	    f->removable && f->usb ? " " : "", f->usb ? "USB" : "", f->disk);
+	if (f->untrusted_leaf[0])
+		SET(where, "%s, under %s", f->untrusted_leaf, f->disk);
+	else
+		SET(where, "%s", f->disk);
+	if (f->removable || f->usb)
+		SET(r->what, "%s is on a %s%s%s device (%s)", f->devnode, f->removable ? "removable" : "",
+		    f->removable && f->usb ? " " : "", f->usb ? "USB" : "", where);
+	else
+		SET(r->what, "%s is on a network block device (%s): what backs it cannot be seen", f->devnode, where);
 	SET(r->advice, "removable and USB devices join the pool only when listed in NVMEVOL_DEVICES; to allow it: docker plugin set nvmevol NVMEVOL_DEVICES=%s%s",
 	    in->uuid ? "UUID=" : "", in->uuid ? in->uuid : f->devnode);
 }

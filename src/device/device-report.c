@@ -25,6 +25,12 @@ json_t *device_facts_to_json(const DeviceFacts *f)
 	json_object_set_new(j, "transport", json_string(device_transport_to_string(f->transport)));
 	json_object_set_new(j, "usb", json_boolean(f->usb));
 	json_object_set_new(j, "removable", json_boolean(f->removable));
+	if (f->opaque)
+		json_object_set_new(j, "opaque", json_true());
+	if (f->leaves[0])
+		json_object_set_new(j, "lower_devices", json_string(f->leaves));
+	if (f->untrusted_leaf[0])
+		json_object_set_new(j, "untrusted_leaf", json_string(f->untrusted_leaf));
 	json_object_set_new(j, "rotational", json_boolean(f->rotational));
 	json_object_set_new(j, "read_only", json_boolean(f->read_only));
 	json_object_set_new(j, "vendor", str_or_null(f->vendor));

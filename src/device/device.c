@@ -280,6 +280,115 @@ static void test_hook_nvme(DeviceFacts *f)
 #endif
 }
 
+typedef struct LeafWalk {
+	const char *sys;
+	DeviceLeaf *out;
+	size_t max, n, visited;
+} LeafWalk;
+
+/* The whole disk of a resolved sysfs block path: itself, or the parent of a partition. */
+static void whole_disk(const char *path, char *buf, size_t len)
+{
+	char attr[16];
+	char *s;
+
+	snprintf(buf, len, "%s", path);
+	if (read_attr(path, "partition", attr, sizeof(attr)) == 0 && (s = strrchr(buf, '/')) && s != buf)
+		*s = '\0';
+}
+
+/* The resolved sysfs path of the disk that holds a loop device's backing file, or "" (not on a block device). */
+static void loop_backing_disk(const LeafWalk *w, const char *diskpath, char *buf, size_t len)
+{
+	char file[PATH_MAX], link[PATH_MAX], real[PATH_MAX];
+	struct stat st;
+
+	buf[0] = '\0';
+	if (read_attr(diskpath, "loop/backing_file", file, sizeof(file)) < 0 || stat(file, &st) < 0)
+		return;
+	snprintf(link, sizeof(link), "%s/dev/block/%u:%u", w->sys, major(st.st_dev), minor(st.st_dev));
+	if (realpath(link, real))
+		whole_disk(real, buf, len);
+}
+
+static void add_leaf(LeafWalk *w, const char *diskpath)
+{
+	const char *disk = base_name(diskpath);
+	DeviceLeaf *l;
+
+	for (size_t i = 0; i < w->n; i++)
+		if (streq(w->out[i].disk, disk))
+			return;
+	if (w->n >= w->max)
+		return;
+	l = &w->out[w->n++];
+	*l = (DeviceLeaf){ 0 };
+	snprintf(l->disk, sizeof(l->disk), "%s", disk);
+	l->transport = device_transport_classify(diskpath, l->disk, &l->usb);
+	l->removable = read_u64(diskpath, "removable", 0) != 0 || test_hook_removable(l->disk);
+	l->opaque = l->transport == DEVICE_TRANSPORT_NBD;
+}
+
+/* Adds @diskpath (unless it is the top, @depth 0) and every device under it. */
+static void walk_leaves(LeafWalk *w, const char *diskpath, unsigned depth)
+{
+	char dir[PATH_MAX], link[PATH_MAX], real[PATH_MAX], below[PATH_MAX];
+	_cleanup_(closedirp) DIR *d = NULL;
+	struct dirent *de;
+
+	/* A bound on the work, whatever the tree looks like (a cycle cannot be built, but be sure). */
+	if (depth > 8 || ++w->visited > 64)
+		return;
+	if (depth > 0)
+		add_leaf(w, diskpath);
+	snprintf(dir, sizeof(dir), "%s/slaves", diskpath);
+	d = opendir(dir);
+	while (d && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(link, sizeof(link), "%s/%s", dir, de->d_name);
+		if (!realpath(link, real))
+			continue;
+		whole_disk(real, below, sizeof(below));
+		walk_leaves(w, below, depth + 1);
+	}
+	if (starts_with(base_name(diskpath), "loop")) {
+		loop_backing_disk(w, diskpath, below, sizeof(below));
+		if (below[0])
+			walk_leaves(w, below, depth + 1);
+	}
+}
+
+void device_leaves_read(const char *sys, const char *diskpath, DeviceLeaf *ret, size_t max, size_t *ret_n)
+{
+	LeafWalk w = { .sys = sys, .out = ret, .max = max };
+
+	walk_leaves(&w, diskpath, 0);
+	*ret_n = w.n;
+}
+
+/* The device rule looks at every device below: a USB stick under LVM, md or a loop device is still a USB stick. */
+static void apply_leaves(DeviceFacts *f)
+{
+	DeviceLeaf leaves[DEVICE_LEAVES_MAX];
+	size_t n = 0, o = 0;
+
+	f->opaque = f->transport == DEVICE_TRANSPORT_NBD;
+	device_leaves_read("/sys", f->syspath, leaves, ELEMENTSOF(leaves), &n);
+	for (size_t i = 0; i < n; i++) {
+		const DeviceLeaf *l = &leaves[i];
+		int k = snprintf(f->leaves + o, sizeof(f->leaves) - o, "%s%s", o ? ", " : "", l->disk);
+
+		if (k > 0 && (size_t)k < sizeof(f->leaves) - o)
+			o += (size_t)k;
+		if ((l->usb || l->removable || l->opaque) && !f->untrusted_leaf[0])
+			snprintf(f->untrusted_leaf, sizeof(f->untrusted_leaf), "%s", l->disk);
+		f->usb = f->usb || l->usb;
+		f->removable = f->removable || l->removable;
+		f->opaque = f->opaque || l->opaque;
+	}
+}
+
 int device_facts_read(const char *devnode, DeviceFacts *ret, char **reterr_msg)
 {
 	char link[128], partpath[PATH_MAX], diskpath[PATH_MAX], devlink[PATH_MAX], devpath[PATH_MAX], buf[256];
@@ -323,6 +432,7 @@ int device_facts_read(const char *devnode, DeviceFacts *ret, char **reterr_msg)
 
 	f.transport = device_transport_classify(diskpath, f.disk, &f.usb);
 	f.removable = read_u64(diskpath, "removable", 0) != 0 || test_hook_removable(f.disk);
+	apply_leaves(&f);
 	f.rotational = read_u64(diskpath, "queue/rotational", 0) != 0;
 	f.logical_block_size = read_u32(diskpath, "queue/logical_block_size");
 	f.physical_block_size = read_u32(diskpath, "queue/physical_block_size");

@@ -40,8 +40,11 @@ typedef struct DeviceFacts {
 	uint64_t start_bytes;         /* partition start on the disk (0 for a whole disk) */
 	uint64_t size_bytes;
 	DeviceTransport transport;
-	bool usb;                     /* a USB device sits in the device path */
-	bool removable;               /* the disk's removable flag (or the test hook) */
+	bool usb;                     /* a USB device sits in the device path (of the disk or of a leaf) */
+	bool removable;               /* the disk's or a leaf's removable flag (or the test hook) */
+	bool opaque;                  /* an nbd device (or one on it): what backs it cannot be seen here */
+	char leaves[128];             /* the devices a stacked device is built on ("loop3, sda"), "" for a plain disk */
+	char untrusted_leaf[64];      /* the first of them that is USB, removable or opaque, "" if none */
 	bool rotational;
 	bool read_only;
 	char vendor[DEVICE_STR_MAX];
@@ -72,6 +75,24 @@ const char *device_transport_to_string(DeviceTransport t);
  * device sits anywhere in the path (also under another transport's name).
  */
 DeviceTransport device_transport_classify(const char *syspath, const char *disk, bool *ret_usb);
+
+#define DEVICE_LEAVES_MAX 16
+
+/* A disk under a stacked device (device-mapper, md, loop), down to the bottom: what the device rule looks at. */
+typedef struct DeviceLeaf {
+	char disk[64];
+	DeviceTransport transport;
+	bool usb, removable, opaque;
+} DeviceLeaf;
+
+/*
+ * Every disk under the whole disk at resolved sysfs path @diskpath, depth
+ * first: its slaves/ recursively (a slave that is a partition counts as its
+ * disk), and for a loop device the block device that holds its backing file,
+ * found through <@sys>/dev/block/MAJ:MIN. A plain disk has none. @sys is
+ * "/sys" (another root for tests). At most @max, 8 levels deep.
+ */
+void device_leaves_read(const char *sys, const char *diskpath, DeviceLeaf *ret, size_t max, size_t *ret_n);
 
 /* The active scheduler in a queue/scheduler line ("[mq-deadline] none" -> "mq-deadline"). Pure. */
 void device_parse_scheduler(const char *line, char *buf, size_t len);

@@ -5,6 +5,8 @@
  * binds and size limits. Each runs with the volume's op_lock held and
  * commits through the store: the record on the partition first (the
  * authority), then the kernel, then the index; a failure puts the record back.
+ * A grant of suid/dev is the exception: this host's index (where the grant
+ * lives, volume.h) is written before the record.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -21,7 +23,8 @@
 #include "util/strutil.h"
 
 static const char *const resize_keys[] = { "size", "inodes", NULL };
-static const char *const set_keys[] = { "selftest", "min_write_mbps", "min_read_mbps", "min_iops", "max_p99_ms", NULL };
+static const char *const set_keys[] = { "selftest", "min_write_mbps", "min_read_mbps", "min_iops", "max_p99_ms",
+					"suid", "dev", NULL };
 
 /*
  * The options @v would have after the request's @changes to @keys, and a
@@ -62,24 +65,40 @@ static int change_begin(Manager *m, Volume *v, const json_t *changes, const char
 	return 0;
 }
 
-/* Writes @v's record with @opts; on failure @v keeps its old options. */
-static int commit_options(Manager *m, Volume *v, PartitionFs *fs, const VolumeOptions *opts, char **reterr_msg)
+/*
+ * Writes @v's record with @opts; on failure @v keeps its old options. With
+ * @grant (an admin set suid/dev), this host's index entry records the grant,
+ * and is written first: a record that grants more than the index is bound
+ * without it, never the other way round.
+ */
+static int commit_options(Manager *m, Volume *v, PartitionFs *fs, const VolumeOptions *opts, bool grant,
+			  char **reterr_msg)
 {
 	VolumeOptions old = v->opts;
-	int r;
+	bool old_unconfirmed = v->grants_unconfirmed;
+	int r = 0;
 
 	registry_write_lock(m->reg);
 	v->opts = *opts;
+	if (grant)
+		v->grants_unconfirmed = false;
 	registry_unlock(m->reg);
-	r = store_save_record(fs, v);
+	if (grant && (r = store_save_index(m->store, v)) < 0)
+		r = errmsg_set(reterr_msg, r, "cannot write the index entry of volume %s in %s: %s", v->name,
+			       store_path(m->store), errno_str(r));
+	if (r == 0 && (r = store_save_record(fs, v)) < 0)
+		r = errmsg_set(reterr_msg, r, "cannot write the record of volume %s: %s", v->name, errno_str(r));
 	if (r < 0) {
 		registry_write_lock(m->reg);
 		v->opts = old;
+		v->grants_unconfirmed = old_unconfirmed;
 		registry_unlock(m->reg);
-		return errmsg_set(reterr_msg, r, "cannot write the record of volume %s: %s", v->name, errno_str(r));
+		if (grant)
+			(void)store_save_index(m->store, v);
+		return r;
 	}
-	/* The index only matters while the partition is missing; a stale one is corrected at the next start. */
-	if (store_save_index(m->store, v) < 0)
+	/* Else the index only matters while the partition is missing; a stale one is corrected at the next start. */
+	if (!grant && store_save_index(m->store, v) < 0)
 		log_warning("volume %s: cannot update its index entry (corrected at the next start)", v->name);
 	return 0;
 }
@@ -170,7 +189,7 @@ static int resize_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	}
 	if (!fs->quota) {
 		/* Removing limits that were never enforced: only the record changes. */
-		r = commit_options(m, v, fs, &want, reterr_msg);
+		r = commit_options(m, v, fs, &want, false, reterr_msg);
 		goto done;
 	}
 	dirfd = openat(fs->volumes_fd, v->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -206,13 +225,13 @@ static int resize_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 		goto out;
 	}
 	/* The record is the commit point; a crash before the kernel has the limits is repaired at start. */
-	r = commit_options(m, v, fs, &want, reterr_msg);
+	r = commit_options(m, v, fs, &want, false, reterr_msg);
 	if (r < 0)
 		goto out;
 	r = sizelimit_set(fs, v->projid, want.size_bytes, want.inodes, reterr_msg);
 	if (r < 0) {
 		_cleanup_free_ char *ignored = NULL;
-		(void)commit_options(m, v, fs, &before, &ignored);
+		(void)commit_options(m, v, fs, &before, false, &ignored);
 		goto out;
 	}
 done:
@@ -234,23 +253,37 @@ int manager_resize(Manager *m, const char *name, const json_t *changes, json_t *
 	return run_admin(m, name, resize_fn, changes, ret_result, reterr_msg);
 }
 
-/* ---- set (self-test policy and thresholds) ---- */
+/* ---- set (self-test policy and thresholds, suid and dev) ---- */
 
 static int set_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 {
 	AdminArgs *a = userdata;
 	VolumeOptions want, before = v->opts;
+	bool grant = json_object_get(a->in, "suid") || json_object_get(a->in, "dev");
 	PartitionFs *fs;
 	int r;
 
 	r = change_begin(m, v, a->in, set_keys, &want, &fs, reterr_msg);
 	if (r < 0)
 		return r;
-	r = commit_options(m, v, fs, &want, reterr_msg);
+	if (grant && v->mounted) {
+		partition_fs_put(fs);
+		return errmsg_set(reterr_msg, -EBUSY,
+				  "volume %s is mounted: suid and dev apply to its bind, which is made at its first mount; "
+				  "set them while no container uses it", v->name);
+	}
+	/* Of a record this host never granted, an admin's grant keeps only what it names. */
+	if (grant && v->grants_unconfirmed) {
+		if (!json_object_get(a->in, "suid"))
+			want.allow_suid = false;
+		if (!json_object_get(a->in, "dev"))
+			want.allow_devices = false;
+	}
+	r = commit_options(m, v, fs, &want, grant, reterr_msg);
 	partition_fs_put(fs);
 	if (r < 0)
 		return r;
-	/* Takes effect at the next first mount (the self-test runs when the count goes from 0 to 1). */
+	/* Takes effect at the next first mount (the self-test runs, and the bind is made, when the count goes from 0 to 1). */
 	a->result = json_pack("{s:s,s:o,s:o}", "name", v->name, "before", volume_options_to_json(&before), "after",
 			      volume_options_to_json(&want));
 	return a->result ? 0 : -ENOMEM;

@@ -73,6 +73,27 @@ static json_t *partition_json(const Volume *v, const PartitionInfo *info, Partit
 	return p;
 }
 
+/* Why the suid/dev that @v's record allows are not on its bind (see bind_flags()), or nothing. */
+static void add_suppressed_grants(json_t *status, const Volume *v, const PartitionInfo *info)
+{
+	_cleanup_free_ char *why = NULL;
+	const char *suid = v->opts.allow_suid ? " suid=true" : "", *dev = v->opts.allow_devices ? " dev=true" : "";
+	int r;
+
+	if (!(v->opts.allow_suid || v->opts.allow_devices) || v->corrupt)
+		return;
+	if (info->present && !info->adopted)
+		r = asprintf(&why, "partition not adopted: bound nosuid,nodev; run 'nvmevol partition adopt %s', then "
+			     "'nvmevol volume set %s%s%s' to allow", info->uuid, v->name, suid, dev);
+	else if (v->grants_unconfirmed)
+		r = asprintf(&why, "record not written by this host (no index entry of this host grants%s%s): bound "
+			     "nosuid,nodev; run 'nvmevol volume set %s%s%s' to allow", suid, dev, v->name, suid, dev);
+	else
+		return;
+	if (r >= 0)
+		json_object_set_new(status, "suid_dev_suppressed", json_string(why));
+}
+
 static void add_owner(json_t *status, const char *name, PartitionFs *fs)
 {
 	struct stat st;
@@ -136,6 +157,7 @@ json_t *manager_volume_json(Manager *m, Volume *v)
 	json_object_set_new(status, "mount_count", json_integer(volume_mount_total(v)));
 	if (v->mounted && v->bind_options)
 		json_object_set_new(status, "mount_options", json_string(v->bind_options));
+	add_suppressed_grants(status, v, &info);
 	if (v->selftest)
 		json_object_set_new(status, "selftest", json_deep_copy(v->selftest));
 	manager_clone_add_status(v, status);

@@ -416,6 +416,8 @@ int manager_refresh_index_only(Manager *m, Volume *v, PartitionFs *fs)
 		free(v->corrupt);
 		v->corrupt = strdup(err ? err : errno_str(r));
 	} else {
+		/* @v holds this host's index entry: the record grants only what that entry grants too. */
+		v->grants_unconfirmed = !volume_grants_confirmed(&rec->opts, &v->opts);
 		v->opts = rec->opts;
 		v->created_at = rec->created_at;
 		v->projid = rec->projid;
@@ -633,7 +635,7 @@ static int mount_locked(Manager *m, Volume *v, const char *id, char **ret_mountp
 	fs = ensure_partition(m, v, reterr_msg);
 	if (!fs)
 		return v->removed ? -ENOENT : -ENODEV;
-	flags = bind_flags(&v->opts, fs->read_only);
+	flags = bind_flags(&v->opts, fs->read_only, v->grants_unconfirmed);
 
 	if (v->mounted) {
 		_cleanup_free_ char *why = NULL;

@@ -53,9 +53,12 @@ void bind_path(Binds *b, const char *name, char *buf, size_t len)
 	snprintf(buf, len, "%s/%s", b->path, name);
 }
 
-unsigned bind_flags(const VolumeOptions *o, bool read_only)
+unsigned bind_flags(const VolumeOptions *o, bool read_only, bool grants_unconfirmed)
 {
-	return (o->allow_suid ? 0 : MOUNT_BIND_NOSUID) | (o->allow_devices ? 0 : MOUNT_BIND_NODEV) |
+	/* A partition not adopted yet, or a record this host never granted: its own options grant nothing. */
+	bool trusted = !read_only && !grants_unconfirmed;
+
+	return (o->allow_suid && trusted ? 0 : MOUNT_BIND_NOSUID) | (o->allow_devices && trusted ? 0 : MOUNT_BIND_NODEV) |
 	       (read_only ? MOUNT_BIND_RDONLY : 0);
 }
 

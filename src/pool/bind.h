@@ -23,8 +23,12 @@ Binds *binds_free(Binds *b);
 
 /* <PropagatedMount>/<name> */
 void bind_path(Binds *b, const char *name, char *buf, size_t len);
-/* MOUNT_BIND_* flags for a volume: nosuid and nodev unless its options allow them, ro on a read-only partition. */
-unsigned bind_flags(const VolumeOptions *o, bool read_only);
+/*
+ * MOUNT_BIND_* flags for a volume: ro on a read-only (not adopted) partition;
+ * nosuid and nodev unless its options allow them, the partition is adopted
+ * (read-write) and this host granted them (!@grants_unconfirmed, volume.h).
+ */
+unsigned bind_flags(const VolumeOptions *o, bool read_only, bool grants_unconfirmed);
 
 /* Binds volume @name of @fs; on success *ret_options holds the vfs options read back from mountinfo. */
 int bind_mount(Binds *b, const char *name, PartitionFs *fs, unsigned flags, char **ret_options, char **reterr_msg);

@@ -148,13 +148,18 @@ static int write_at(int dirfd, const char *name, const char *buf, size_t len)
 	return r;
 }
 
+static int save_text(int dirfd, const char *name, char *buf)
+{
+	_cleanup_free_ char *b = buf;
+
+	if (!b)
+		return -ENOMEM;
+	return write_at(dirfd, name, b, strlen(b));
+}
+
 static int save(int dirfd, const char *name, const Volume *v, bool with_mounts)
 {
-	_cleanup_free_ char *buf = volume_record_dump(v, with_mounts);
-
-	if (!buf)
-		return -ENOMEM;
-	return write_at(dirfd, name, buf, strlen(buf));
+	return save_text(dirfd, name, volume_record_dump(v, with_mounts));
 }
 
 static int delete(int dirfd, const char *name)
@@ -216,8 +221,8 @@ int store_delete_record(PartitionFs *fs, const char *name)
 
 int store_save_index(Store *s, const Volume *v)
 {
-	/* The index only says "this volume exists, on that partition": the record form, no counts. */
-	return save(s->index_fd, v->name, v, false);
+	/* "This volume exists, on that partition, with the suid/dev this host granted": no counts. */
+	return save_text(s->index_fd, v->name, volume_index_dump(v));
 }
 
 int store_delete_index(Store *s, const char *name)

@@ -7,6 +7,7 @@
 
 #include "util/errmsg.h"
 #include "util/log.h"
+#include "util/strutil.h"
 
 static LogLevel current_level = LOG_LEVEL_INFO;
 static const char *const level_names[_LOG_LEVEL_MAX] = {
@@ -40,15 +41,17 @@ int log_internal(LogLevel level, int err, const char *fmt, ...)
 	int abs_err = err < 0 ? -err : err;
 
 	if (level <= current_level) {
-		char msg[1024];
+		char raw[1024], msg[sizeof(raw) * 4];
 		char stamp[32];
 		struct timespec ts;
 		struct tm tm;
 		va_list ap;
 
 		va_start(ap, fmt);
-		(void)vsnprintf(msg, sizeof(msg), fmt, ap);
+		(void)vsnprintf(raw, sizeof(raw), fmt, ap);
 		va_end(ap);
+		/* A label, a device's strings or a client's text may hold terminal controls: never print them. */
+		text_escape(raw, false, msg, sizeof(msg));
 
 		clock_gettime(CLOCK_REALTIME, &ts);
 		gmtime_r(&ts.tv_sec, &tm);

@@ -173,15 +173,18 @@ uint32_t crc32c(uint32_t crc, const void *buf, size_t len)
 	return ~crc;
 }
 
-size_t utf8_sequence_length(const unsigned char *s, size_t avail)
+/* The length of the valid UTF-8 sequence at @s (0 if none) and, through @ret_cp, its code point. */
+static size_t utf8_decode(const unsigned char *s, size_t avail, uint32_t *ret_cp)
 {
 	uint32_t cp;
 	size_t n;
 
 	if (avail == 0)
 		return 0;
-	if (s[0] < 0x80)
+	if (s[0] < 0x80) {
+		*ret_cp = s[0];
 		return 1;
+	}
 	if (s[0] >= 0xc2 && s[0] <= 0xdf)
 		n = 2, cp = s[0] & 0x1f;
 	else if (s[0] >= 0xe0 && s[0] <= 0xef)
@@ -200,10 +203,27 @@ size_t utf8_sequence_length(const unsigned char *s, size_t avail)
 	/* Overlong forms, UTF-16 surrogates and code points past U+10FFFF are not UTF-8. */
 	if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff))
 		return 0;
+	*ret_cp = cp;
 	return n;
 }
 
-void label_escape(const char *raw, char *buf, size_t len)
+size_t utf8_sequence_length(const unsigned char *s, size_t avail)
+{
+	uint32_t cp;
+
+	return utf8_decode(s, avail, &cp);
+}
+
+bool codepoint_is_display_unsafe(uint32_t cp)
+{
+	return cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || /* C0, DEL, C1 (U+009B is a CSI) */
+	       cp == 0x061c || (cp >= 0x200b && cp <= 0x200f) || /* Arabic letter mark, zero widths, LRM, RLM */
+	       (cp >= 0x2028 && cp <= 0x202e) ||                 /* line/paragraph separators, embeddings, overrides */
+	       (cp >= 0x2060 && cp <= 0x206f) ||                 /* invisible operators, isolates */
+	       cp == 0xfeff || (cp >= 0xfff9 && cp <= 0xfffb);   /* BOM, interlinear annotation */
+}
+
+void text_escape(const char *raw, bool double_backslash, char *buf, size_t len)
 {
 	const unsigned char *p = (const unsigned char *)raw;
 	size_t avail = strlen(raw), o = 0;
@@ -211,18 +231,22 @@ void label_escape(const char *raw, char *buf, size_t len)
 	if (len == 0)
 		return;
 	while (avail > 0) {
-		size_t n = utf8_sequence_length(p, avail);
-		char tmp[8];
-		size_t tn;
+		uint32_t cp = 0;
+		size_t n = utf8_decode(p, avail, &cp);
+		char tmp[4 * 4 + 1]; /* at most four bytes, each "\\xNN" */
+		size_t tn = 0;
 
-		if (n == 1 && *p >= 0x20 && *p != 0x7f && *p != '\\')
-			tmp[0] = (char)*p, tn = 1;
-		else if (n == 1 && *p == '\\')
-			tmp[0] = tmp[1] = '\\', tn = 2;
-		else if (n > 1)
+		if (n > 0 && !codepoint_is_display_unsafe(cp) && !(cp == '\\' && double_backslash))
 			memcpy(tmp, p, n), tn = n;
-		else
-			tn = (size_t)snprintf(tmp, sizeof(tmp), "\\x%02x", *p), n = 1;
+		else if (n == 1 && cp == '\\')
+			tmp[0] = tmp[1] = '\\', tn = 2;
+		else {
+			/* Every byte of an unsafe or invalid sequence as \xNN: label_unescape() gives them back. */
+			if (n == 0)
+				n = 1;
+			for (size_t i = 0; i < n; i++)
+				tn += (size_t)snprintf(tmp + tn, sizeof(tmp) - tn, "\\x%02x", p[i]);
+		}
 		if (o + tn >= len)
 			break;
 		memcpy(buf + o, tmp, tn);
@@ -231,6 +255,21 @@ void label_escape(const char *raw, char *buf, size_t len)
 		avail -= n;
 	}
 	buf[o] = '\0';
+}
+
+char *text_escape_dup(const char *raw, bool double_backslash)
+{
+	size_t len = strlen(raw) * 4 + 1;
+	char *buf = malloc(len);
+
+	if (buf)
+		text_escape(raw, double_backslash, buf, len);
+	return buf;
+}
+
+void label_escape(const char *raw, char *buf, size_t len)
+{
+	text_escape(raw, true, buf, len);
 }
 
 static int hex_value(char c)

@@ -25,10 +25,28 @@ bool string_is_printable_ascii(const char *s);
 size_t utf8_sequence_length(const unsigned char *s, size_t avail);
 
 /*
- * A filesystem label (any bytes, as mkfs.xfs -L accepts them) as printable UTF-8:
- * valid UTF-8 at or above U+0020 is kept, '\\' is doubled, every other byte becomes
- * "\\xNN". Truncates to @len. label_unescape() gives the bytes back (-EINVAL on a
- * malformed escape, -ENAMETOOLONG if they do not fit in @len with the NUL).
+ * Whether code point @cp acts on a terminal or reorders or hides text: C0 and
+ * C1 controls (ESC, U+009B CSI), DEL, bidirectional embeddings, overrides and
+ * isolates (U+202E), zero-width and line/paragraph separators.
+ */
+bool codepoint_is_display_unsafe(uint32_t cp);
+
+/*
+ * Any bytes (a filesystem label, a device's model string, a log line) as text
+ * that is safe to print: valid UTF-8 of safe code points is kept, every byte of
+ * an unsafe code point or of invalid UTF-8 becomes "\\xNN"; with
+ * @double_backslash, '\\' becomes "\\\\" so that label_unescape() gives the
+ * bytes back. Stops before a sequence that would not fit in @len with the NUL.
+ */
+void text_escape(const char *raw, bool double_backslash, char *buf, size_t len);
+/* The same into a new string of the size it needs (NULL on ENOMEM). */
+char *text_escape_dup(const char *raw, bool double_backslash);
+
+/*
+ * A filesystem label (any bytes, as mkfs.xfs -L accepts them) for records,
+ * Status, tables and logs: text_escape() with backslashes doubled. Truncates
+ * to @len. label_unescape() gives the bytes back (-EINVAL on a malformed
+ * escape, -ENAMETOOLONG if they do not fit in @len with the NUL).
  */
 void label_escape(const char *raw, char *buf, size_t len);
 int label_unescape(const char *esc, char *buf, size_t len);

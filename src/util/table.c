@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "util/macro.h"
+#include "util/strutil.h"
 #include "util/table.h"
 
 struct Table {
@@ -29,7 +30,8 @@ static int add(Table *t, const char *const *cells, size_t row)
 		return -ENOMEM;
 	t->cells = nc;
 	for (size_t c = 0; c < t->n_cols; c++) {
-		t->cells[row * t->n_cols + c] = strdup(cells[c] ? cells[c] : "-");
+		/* Cells come from labels, device strings and the plugin's answers: no terminal control gets through. */
+		t->cells[row * t->n_cols + c] = text_escape_dup(cells[c] ? cells[c] : "-", false);
 		if (!t->cells[row * t->n_cols + c]) {
 			for (size_t k = 0; k < c; k++)
 				free(t->cells[row * t->n_cols + k]);

@@ -413,6 +413,10 @@ static void copy_option(VolumeOptions *to, const VolumeOptions *from, const char
 		to->thresholds.min_iops = from->thresholds.min_iops;
 	else if (streq(key, "max_p99_ms"))
 		to->thresholds.max_p99_ms = from->thresholds.max_p99_ms;
+	else if (streq(key, "suid"))
+		to->allow_suid = from->allow_suid;
+	else if (streq(key, "dev"))
+		to->allow_devices = from->allow_devices;
 }
 
 int volume_options_change(const VolumeOptions *cur, const json_t *changes, const char *const *allowed,

@@ -101,8 +101,9 @@ char *volume_options_diff(const VolumeOptions *existing, const VolumeOptions *re
 /*
  * An admin change of an existing volume's options: @changes is an object of
  * string values whose keys are in @allowed (NULL-terminated; of size, inodes,
- * selftest and the thresholds). "none" clears a key (no limit, no threshold,
- * the plugin's default policy); any other value is checked as at create.
+ * selftest, the thresholds, suid and dev). "none" clears a key (no limit, no
+ * threshold, the plugin's default policy, false); any other value is checked
+ * as at create.
  */
 int volume_options_change(const VolumeOptions *cur, const json_t *changes, const char *const *allowed,
 			  VolumeOptions *ret, char **reterr_msg);

@@ -171,13 +171,13 @@ static int clone_from_json(json_t *j, VolumeClone **ret)
 	return 0;
 }
 
-static json_t *record_body(const Volume *v, bool with_mounts)
+static json_t *record_body(const Volume *v, const VolumeOptions *o, bool with_mounts)
 {
 	json_t *j = json_object(), *opts, *mounts;
 
 	if (!j)
 		return NULL;
-	opts = volume_options_to_json(&v->opts);
+	opts = volume_options_to_json(o);
 	if (!opts) {
 		json_decref(j);
 		return NULL;
@@ -207,9 +207,9 @@ static json_t *record_body(const Volume *v, bool with_mounts)
 }
 
 /* The canonical body: compact, keys sorted. Its bytes are what the CRC covers. */
-static char *body_dump(const Volume *v, bool with_mounts)
+static char *body_dump(const Volume *v, const VolumeOptions *o, bool with_mounts)
 {
-	json_t *j = record_body(v, with_mounts);
+	json_t *j = record_body(v, o, with_mounts);
 	char *s;
 
 	if (!j)
@@ -227,9 +227,25 @@ static char *body_dump(const Volume *v, bool with_mounts)
  */
 char *volume_record_dump(const Volume *v, bool with_mounts)
 {
-	_cleanup_free_ char *b = body_dump(v, with_mounts);
+	_cleanup_free_ char *b = body_dump(v, &v->opts, with_mounts);
 
 	return crc_trailer_append(b);
+}
+
+char *volume_index_dump(const Volume *v)
+{
+	VolumeOptions granted = v->opts;
+	_cleanup_free_ char *b = NULL;
+
+	if (v->grants_unconfirmed)
+		granted.allow_suid = granted.allow_devices = false;
+	b = body_dump(v, &granted, false);
+	return crc_trailer_append(b);
+}
+
+bool volume_grants_confirmed(const VolumeOptions *rec, const VolumeOptions *granted)
+{
+	return (!rec->allow_suid || granted->allow_suid) && (!rec->allow_devices || granted->allow_devices);
 }
 
 static int copy_short_string(json_t *j, const char *key, char *dst, size_t size, char **reterr_msg)

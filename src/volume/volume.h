@@ -76,6 +76,14 @@ typedef struct Volume {
 	json_t *selftest;   /* last self-test report for Status, or NULL */
 	bool removed;
 	bool indexed;       /* start-up: an index entry exists in the state directory */
+	/*
+	 * Its record allows suid or dev, but this host never granted that (no
+	 * index entry of this host for it on this partition says so: a disk from
+	 * elsewhere, or a lost state directory). Bound nosuid,nodev until an admin
+	 * sets suid/dev again with 'volume set'; its index entry records only the
+	 * grants this host made.
+	 */
+	bool grants_unconfirmed;
 	unsigned refs;
 	pthread_mutex_t op_lock;
 
@@ -100,6 +108,12 @@ bool mount_id_is_valid(const char *id);
  * bytes before it; @with_mounts=false gives the record and index form (no counts).
  */
 char *volume_record_dump(const Volume *v, bool with_mounts);
+
+/* The index form: the record form with only the suid/dev grants this host made (see grants_unconfirmed). */
+char *volume_index_dump(const Volume *v);
+
+/* Whether every suid/dev grant of @rec is also in @granted (this host's index entry). Pure. */
+bool volume_grants_confirmed(const VolumeOptions *rec, const VolumeOptions *granted);
 
 /* Parses a record or index file; checks version, CRC, name and every field. */
 int volume_record_parse(const char *buf, size_t len, Volume **ret, char **reterr_msg);

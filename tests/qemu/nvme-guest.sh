@@ -3,7 +3,10 @@
 #
 # Runs inside the qemu guest of tests/qemu/run-nvme-tests.sh: waits for the
 # disks qemu was given, partitions the first NVMe namespace (GPT: one partition
-# at 1 MiB, one at an odd sector), makes the XFS filesystems, then runs the
+# at 1 MiB, one at an odd sector), makes the XFS filesystems (one on the
+# second half of the USB stick, through a device-mapper target as LVM would
+# map it: the suite sets that target up only while it needs it, since it
+# holds the stick), then runs the
 # Criterion suite test-nvme-guest, which checks everything against what qemu
 # was told (the NVQ_* variables). busybox sh.
 set -u
@@ -28,7 +31,13 @@ mkfs.xfs -q -f -L nvq-a -m crc=1,reflink=1,bigtime=1 /dev/nvme0n1p1 || fail "mkf
 mkfs.xfs -q -f -L nvq-b -m crc=1,reflink=0,bigtime=0 /dev/nvme0n1p2 || fail "mkfs nvme0n1p2"
 mkfs.xfs -q -f -L nvq-crit /dev/nvme1n1 || fail "mkfs nvme1n1"
 mkfs.xfs -q -f -L nvq-virt /dev/vda || fail "mkfs vda"
-mkfs.xfs -q -f -L nvq-usb /dev/sda || fail "mkfs sda"
+# The stick's first 400 MiB hold its own XFS; a dm-linear target maps the rest (LVM's "vg-lv" shape).
+mkfs.xfs -q -f -L nvq-usb -d size=400m /dev/sda || fail "mkfs sda"
+export NVQ_DM_TABLE="0 $(($(cat /sys/block/sda/size) - 819200)) linear /dev/sda 819200"
+DM_DISABLE_UDEV=1 /usr/sbin/dmsetup create nvd-usb --table "$NVQ_DM_TABLE" || fail "dmsetup create over sda"
+[ -b /dev/dm-0 ] || fail "no /dev/dm-0 after dmsetup create"
+mkfs.xfs -q -f -L nvd-usb /dev/dm-0 || fail "mkfs dm-0"
+DM_DISABLE_UDEV=1 /usr/sbin/dmsetup remove nvd-usb || fail "dmsetup remove nvd-usb"
 
 NVMEVOL_BINARY=/work/nvmevol /work/test-nvme-guest --color=never --verbose -j1
 rc=$?

@@ -3,7 +3,8 @@
 #
 # The NVMe part of the "qemu" stage: boots the qemu guest with two emulated
 # NVMe controllers (one healthy, one with a SMART critical warning set), a
-# virtio disk and a USB stick on an xHCI controller, and runs
+# virtio disk and a USB stick on an xHCI controller (its second half under a
+# device-mapper target, as LVM would put it), and runs
 # tests/qemu/nvme-guest.sh there. Everything qemu is told is passed to the
 # guest as NVQ_* variables, so the suite checks each reported fact against it.
 # Ends with one line "N passed, N failed"; nothing may skip in the guest.
@@ -19,11 +20,13 @@ BINS=("$BUILD/tests/test-nvme-guest" "$BUILD/src/nvmevol")
 qemu_require_built "${BINS[@]}"
 command -v sfdisk >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fdisk >/dev/null 2>&1
 SFDISK=$(command -v sfdisk) || { echo "run-nvme-tests.sh: sfdisk (package fdisk) missing" >&2; echo "0 passed, 1 failed"; exit 1; }
+command -v dmsetup >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dmsetup >/dev/null 2>&1
+DMSETUP=$(command -v dmsetup) || { echo "run-nvme-tests.sh: dmsetup (package dmsetup) missing" >&2; echo "0 passed, 1 failed"; exit 1; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/nvmevol-nvme-qemu.XXXXXX")
 log=$work/guest.log
 trap 'rm -rf "$work"' EXIT
-for d in nvme0:700 nvme1:400 virt:400 usb:400; do
+for d in nvme0:700 nvme1:400 virt:400 usb:800; do
 	truncate -s "${d#*:}M" "$work/${d%%:*}.img"
 done
 
@@ -49,7 +52,8 @@ qarg -device "usb-storage,drive=u0,serial=$USB_SERIAL,removable=on"
 
 qemu_boot "$log" --timeout 240 \
 	--module nvme --module virtio_pci --module virtio_blk --module xhci_pci --module usb_storage --module sd_mod \
-	--file "${BINS[0]}" --file "${BINS[1]}" --file "$SFDISK:/usr/sbin/sfdisk" \
+	--module dm_mod \
+	--file "${BINS[0]}" --file "${BINS[1]}" --file "$SFDISK:/usr/sbin/sfdisk" --file "$DMSETUP:/usr/sbin/dmsetup" \
 	--env NVQ_SERIAL0=$SERIAL0 --env NVQ_SERIAL1=$SERIAL1 --env NVQ_CRIT=$CRIT --env NVQ_FW="$QEMU_FW" \
 	--env NVQ_VIRT_SERIAL=$VIRT_SERIAL --env NVQ_USB_SERIAL=$USB_SERIAL \
 	"${q[@]}" --script tests/qemu/nvme-guest.sh
