@@ -202,9 +202,7 @@ Test(regress, partition_attached_while_running_is_loaded_read_only_and_never_clo
 
 	cr_assert_eq(testbed_attach(&tb, 1), 0);
 	/* The background rescan notices the kernel's devices changed (Get itself never scans): within a few seconds. */
-	for (int i = 0; i < 30 && tb_call(&tb, "Get", &rep, "{\"Name\":\"hp\"}") != 0; i++)
-		usleep(100 * 1000);
-	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"hp\"}"), 0, "volume on the attached disk not found: %s",
+	cr_assert_eq(tb_get_eventually(&tb, "hp", &rep, 3000), 0, "volume on the attached disk not found: %s",
 		     client_err(&rep));
 	cr_assert_str_eq(status_str("state"), "ready");
 	cr_assert(json_is_false(json_object_get(status_obj("partition"), "adopted")));
@@ -534,7 +532,7 @@ Test(regress, a_hot_plugged_disk_grants_no_suid_or_dev_until_adopted_and_set)
 	cr_assert_eq(unlink(idx), 0);
 	cr_assert_eq(testbed_start(&tb, selftest_off), 0);
 	cr_assert_eq(testbed_attach(&tb, 1), 0);
-	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"hot\"}"), 0, "%s", client_err(&rep));
+	cr_assert_eq(tb_get_eventually(&tb, "hot", &rep, 3000), 0, "%s", client_err(&rep));
 	cr_assert(json_is_false(json_object_get(status_obj("partition"), "adopted")));
 	expect_bind("hot", true);
 	why = suppressed_why("hot");

@@ -51,6 +51,18 @@ static int losetup_show(const char *image, bool direct, char *dev, size_t len)
 	return 0;
 }
 
+int tb_get_eventually(Testbed *tb, const char *name, ClientReply *ret, unsigned timeout_ms)
+{
+	int r;
+
+	for (unsigned waited = 0;; waited += 100) {
+		r = tb_call(tb, "Get", ret, "{\"Name\":\"%s\"}", name);
+		if (r == 0 || waited >= timeout_ms)
+			return r;
+		usleep(100 * 1000);
+	}
+}
+
 void testbed_replug_while_running(Testbed *tb, int i, const char *const *extra_env)
 {
 	char mp[400];

@@ -70,6 +70,13 @@ int testbed_attach(Testbed *tb, int i);
  */
 void testbed_replug_while_running(Testbed *tb, int i, const char *const *extra_env);
 
+/*
+ * Get of @name until it answers without Err or @timeout_ms passed: for a disk
+ * attached while the daemon runs (its background rescan notices within about
+ * a second; Get itself never scans). Returns what the last Get returned.
+ */
+int tb_get_eventually(Testbed *tb, const char *name, ClientReply *ret, unsigned timeout_ms);
+
 /* API shortcuts: return 0 on success (no Err), else -1 with *ret_err set (borrowed until the next call). */
 int tb_call(Testbed *tb, const char *endpoint, ClientReply *ret, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
