@@ -22,13 +22,12 @@
 
 static Testbed tb;
 static ClientReply rep;
-static char admin_sock[400], out[64 * 1024], err[8192];
+static char out[64 * 1024], err[8192];
 static const char *const selftest_off[] = { "NVMEVOL_SELFTEST=off", NULL };
 
 static void setup1(void)
 {
 	testbed_setup_quota(&tb, selftest_off);
-	snprintf(admin_sock, sizeof(admin_sock), "%s/nvmevol-admin.sock", tb.dir);
 }
 
 static void teardown(void)
@@ -42,17 +41,7 @@ TestSuite(admin_quota, .init = setup1, .fini = teardown, .timeout = 300);
 /* `nvmevol ARGS... --socket <this daemon's admin socket>`: the exit status; stdout in out[], stderr in err[]. */
 static int nv(const char *const *args)
 {
-	const char *argv[32];
-	const char *b = getenv("NVMEVOL_BINARY");
-	int n = 0;
-
-	argv[n++] = b ? b : "build/src/nvmevol";
-	for (; *args && n < 28; args++)
-		argv[n++] = *args;
-	argv[n++] = "--socket";
-	argv[n++] = admin_sock;
-	argv[n] = NULL;
-	return loopxfs_spawn_capture(argv, out, sizeof(out), err, sizeof(err));
+	return testbed_admin(&tb, args, out, sizeof(out), err, sizeof(err));
 }
 #define NV(...) nv((const char *const[]){ __VA_ARGS__, NULL })
 
