@@ -92,6 +92,7 @@ typedef struct Stats {
 
 static Stats st;
 static bool sabotage;
+static bool worker_faulted; /* the point in progress failed a call after Remove answered (the trash worker's) */
 
 /* A start that waits for strace: the shell stops itself, then execs the daemon (same PID, traced from its first call). */
 static void write_wrapper(void)
@@ -366,9 +367,19 @@ static void check_leftovers(const char *label, bool live)
 		if (d)
 			closedir(d);
 	}
-	/* The worker runs only while the daemon does; a restart queues what is left. */
-	if (live && !trash_drains())
-		violation(label, "the trash was not emptied");
+	/*
+	 * The worker runs only while the daemon does; a deletion it failed stays
+	 * in the trash for the next start (trash.h), so right after a point that
+	 * failed a call of the worker the trash may stay full: the check after
+	 * the restart is the strict one.
+	 */
+	if (live && !trash_drains()) {
+		if (worker_faulted)
+			fprintf(stderr, "quota-faults: %s: the trash stays full until the restart (the worker's call failed)\n",
+				label);
+		else
+			violation(label, "the trash was not emptied");
+	}
 }
 
 /* ---- the daemon, through strace ---- */
@@ -868,16 +879,24 @@ static void run_point(Op op, const char *sc, unsigned n, bool kill_it, unsigned 
 	}
 	if (log_has(log, "(INJECTED)"))
 		st.reached++;
+	worker_faulted = op == OP_REMOVE && o == OUT_OK && log_has(log, "(INJECTED)");
 	if (op == OP_REPAIR) {
 		/* A repair that failed at start is retried at the first mount: a container never gets it unlimited. */
-		if (tb_call(&tb, "Mount", &rep, "{\"Name\":\"" LIM "\",\"ID\":\"qfcheck\"}") < 0)
-			violation(label, "the first Mount after the start failed: %s", client_err(&rep));
-		check_all(label, op, o, true, 0);
-		if (tb_call(&tb, "Unmount", &rep, "{\"Name\":\"" LIM "\",\"ID\":\"qfcheck\"}") < 0)
-			violation(label, "Unmount failed: %s", client_err(&rep));
+		if (tb_call(&tb, "Mount", &rep, "{\"Name\":\"" LIM "\",\"ID\":\"qfcheck\"}") < 0) {
+			/* The documented degraded mode: a partition that failed to attach serves nothing until a restart. */
+			if (!strstr(client_err(&rep), "is not available"))
+				violation(label, "the first Mount after the start failed: %s", client_err(&rep));
+			else
+				fprintf(stderr, "quota-faults: %s: partition not attached (degraded, not served)\n", label);
+		} else {
+			check_all(label, op, o, true, 0);
+			if (tb_call(&tb, "Unmount", &rep, "{\"Name\":\"" LIM "\",\"ID\":\"qfcheck\"}") < 0)
+				violation(label, "Unmount failed: %s", client_err(&rep));
+		}
 	} else
 		check_all(label, op, o, true, op == OP_CREATE && o == OUT_ERR ? create_id_now() : 0);
 	restart_clean(label);
+	worker_faulted = false;
 	check_all(label, op, o, true, 0);
 }
 
