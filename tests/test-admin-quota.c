@@ -8,6 +8,7 @@
  * (tests/qemu/run-quota-tests.sh) and skips with that reason elsewhere.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -22,13 +23,12 @@
 
 static Testbed tb;
 static ClientReply rep;
-static char admin_sock[400], out[64 * 1024], err[8192];
+static char out[64 * 1024], err[8192];
 static const char *const selftest_off[] = { "NVMEVOL_SELFTEST=off", NULL };
 
 static void setup1(void)
 {
 	testbed_setup_quota(&tb, selftest_off);
-	snprintf(admin_sock, sizeof(admin_sock), "%s/nvmevol-admin.sock", tb.dir);
 }
 
 static void teardown(void)
@@ -42,17 +42,7 @@ TestSuite(admin_quota, .init = setup1, .fini = teardown, .timeout = 300);
 /* `nvmevol ARGS... --socket <this daemon's admin socket>`: the exit status; stdout in out[], stderr in err[]. */
 static int nv(const char *const *args)
 {
-	const char *argv[32];
-	const char *b = getenv("NVMEVOL_BINARY");
-	int n = 0;
-
-	argv[n++] = b ? b : "build/src/nvmevol";
-	for (; *args && n < 28; args++)
-		argv[n++] = *args;
-	argv[n++] = "--socket";
-	argv[n++] = admin_sock;
-	argv[n] = NULL;
-	return loopxfs_spawn_capture(argv, out, sizeof(out), err, sizeof(err));
+	return testbed_admin(&tb, args, out, sizeof(out), err, sizeof(err));
 }
 #define NV(...) nv((const char *const[]){ __VA_ARGS__, NULL })
 
@@ -190,4 +180,55 @@ Test(admin_quota, a_volume_created_without_limits_gets_a_project_that_counts_its
 	cr_assert(e == EDQUOT || e == ENOSPC, "no quota error: %s after %lld bytes", strerror(e), n);
 	cr_assert_leq(n, 2 << 20, "%lld bytes landed past the limit", n);
 	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"free\",\"ID\":\"c\"}"), 0);
+}
+
+static bool dir_empty(const char *p)
+{
+	DIR *d = opendir(p);
+	struct dirent *de;
+	bool empty = true;
+
+	cr_assert_not_null(d, "%s: %s", p, strerror(errno));
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			empty = false;
+	closedir(d);
+	return empty;
+}
+
+/*
+ * Issue 24 (limits under failure): a removed volume's limit stays on its free
+ * project ID; a volume created without limits took that ID at its first
+ * resize, and when the resize was then refused (below the usage) the old
+ * limit bound the still unlimited volume.
+ */
+Test(admin_quota, a_refused_first_resize_leaves_the_volume_unlimited)
+{
+	char dir[600], file[700];
+	QuotaUsage u;
+	uint32_t old_id, id;
+	long long n;
+	int e;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"gone\",\"Opts\":{\"size\":\"4M\"}}"), 0, "%s", client_err(&rep));
+	old_id = kernel_limits("gone", &u);
+	cr_assert_eq(u.bytes_hard, 4u << 20);
+	cr_assert_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"gone\"}"), 0);
+	/* Until the trash worker has deleted the directory, it carries the ID: wait for it to be free. */
+	snprintf(dir, sizeof(dir), "%s/%s/nvmevol/trash", tb.parts_root, tb.parts[0].uuid);
+	for (int i = 0; i < 100 && !dir_empty(dir); i++)
+		usleep(100 * 1000);
+	cr_assert(dir_empty(dir), "the trash was not emptied");
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"plain\"}"), 0);
+	testbed_volume_dir(&tb, 0, "plain", dir, sizeof(dir));
+	snprintf(file, sizeof(file), "%s/a", dir);
+	append(file, 3 << 20, &e);
+	cr_assert_eq(e, 0);
+	cr_assert_eq(NV("volume", "resize", "plain", "1M"), 1, "a resize below the usage went through: %s", out);
+	id = kernel_limits("plain", &u);
+	cr_assert_eq(id, old_id, "the test needs the removed volume's ID to be reused");
+	cr_assert_eq(u.bytes_hard, 0, "the unlimited volume is bound by the removed volume's limit");
+	n = append(file, 4 << 20, &e);
+	cr_assert_eq(e, 0, "a write into the unlimited volume stopped after %lld bytes: %s", n, strerror(e));
 }

@@ -280,3 +280,32 @@ Test(quota_daemon, an_id_of_a_volume_whose_record_is_unreadable_is_not_handed_ou
 	cr_expect_eq(u.bytes_hard, 16 << 20, "the unreadable volume's limit was overwritten");
 	close(rootfd);
 }
+
+/*
+ * Issue 24 (limits under failure): a limit that a failed repair at start left
+ * missing, or one lost while the daemon runs, is set again at the first Mount,
+ * before a container gets the volume.
+ */
+Test(quota_daemon, the_first_mount_puts_a_missing_limit_back)
+{
+	char partmp[400];
+	long long id;
+	int rootfd, err;
+	long long n;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"qm\",\"Opts\":{\"size\":\"4M\"}}"), 0, "%s", client_err(&rep));
+	id = qint(quota_status("qm"), "project_id");
+	testbed_part_mountpoint(&tb, 0, partmp, sizeof(partmp));
+	rootfd = open(partmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cr_assert_geq(rootfd, 0);
+	cr_assert_eq(quota_set_limit(rootfd, (uint32_t)id, 0, 0), 0);
+	close(rootfd);
+
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"qm\",\"ID\":\"m\"}"), 0, "%s", client_err(&rep));
+	cr_expect_eq(qint(quota_status("qm"), "enforced_limit_bytes"), 4 << 20, "the limit is still missing: %s", rep.body);
+	snprintf(mp, sizeof(mp), "%s/qm", tb.prop);
+	snprintf(path, sizeof(path), "%s/over", mp);
+	n = write_file(path, 5 << 20, &err);
+	cr_expect(err == ENOSPC || err == EDQUOT, "a write past the limit gave '%s' after %lld bytes", strerror(err), n);
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"qm\",\"ID\":\"m\"}"), 0);
+}

@@ -149,8 +149,9 @@ static int ensure_project(Manager *m, Volume *v, PartitionFs *fs, int dirfd, uin
 		if (r == -ENOSPC)
 			return errmsg_set(reterr_msg, r, "no free XFS project ID on the partition of volume %s", v->name);
 		if (r < 0)
-			return errmsg_set(reterr_msg, r, "cannot read which XFS project IDs are in use on the partition "
-					  "of volume %s: %s", v->name, errno_str(r));
+			return errmsg_set(reterr_msg, r, "cannot reserve an XFS project ID on the partition of volume %s "
+					  "(reading the IDs in use, or clearing the free ID's old limit): %s", v->name,
+					  errno_str(r));
 		registry_write_lock(m->reg);
 		v->projid = id;
 		registry_unlock(m->reg);

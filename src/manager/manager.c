@@ -618,6 +618,26 @@ static PartitionFs *ensure_partition(Manager *m, Volume *v, char **reterr_msg)
 	return fs;
 }
 
+/*
+ * The first bind of a limited volume: its limits in place, repaired if they
+ * went missing (a repair at start that failed), or no bind at all.
+ */
+static int limits_before_mount(Manager *m, Volume *v, PartitionFs *fs, char **reterr_msg)
+{
+	bool changed = false;
+	int r;
+
+	if (!sizelimit_wanted(&v->opts) || !fs->quota)
+		return 0;
+	r = sizelimit_repair(&m->projids, m->reg, fs, v, &changed);
+	if (r == 0 && changed)
+		r = store_save_record(fs, v);
+	if (r < 0)
+		return errmsg_set(reterr_msg, r, "volume %s: its size/inodes limit is not in place and cannot be set "
+				  "(%s); not mounted without it", v->name, errno_str(r));
+	return 0;
+}
+
 static int mount_locked(Manager *m, Volume *v, const char *id, char **ret_mountpoint, char **reterr_msg)
 {
 	_cleanup_free_ char *options = NULL;
@@ -649,6 +669,9 @@ static int mount_locked(Manager *m, Volume *v, const char *id, char **ret_mountp
 		if (r < 0)
 			goto out;
 		r = manager_selftest_before_mount(m, v, fs, reterr_msg);
+		if (r < 0)
+			goto out;
+		r = limits_before_mount(m, v, fs, reterr_msg);
 		if (r < 0)
 			goto out;
 		r = bind_mount(m->binds, v->name, fs, flags, &options, reterr_msg);

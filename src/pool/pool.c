@@ -681,7 +681,16 @@ static int open_layout(const Partition *part, const char *device, dev_t rdev, bo
 	}
 	if (fs->quota) {
 		bool ok = false;
-		if (quota_probe(fs->root_fd, &ok) < 0 || !ok)
+		/*
+		 * The mount says prjquota: only a kernel that answers "not enforced" turns it off. A read
+		 * error is no such answer, and taking it for one would serve limited volumes unlimited;
+		 * the limits are set and checked (at start, at each first mount) and those calls report it.
+		 */
+		r = quota_probe(fs->root_fd, &ok);
+		if (r < 0)
+			log_warning_errno(r, "cannot read the quota state of %s; assuming the project quota its mount "
+					  "options give", device);
+		else if (!ok)
 			fs->quota = false;
 	}
 	*ret = fs;

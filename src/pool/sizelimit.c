@@ -102,8 +102,28 @@ static void collect_used_ids(ProjidSet *used, void *userdata)
 int sizelimit_reserve_id(ProjidAlloc *ids, Registry *reg, Partition *part, PartitionFs *fs, uint32_t *ret_id)
 {
 	Scan sc = { .reg = reg, .part = part, .fs = fs };
+	uint32_t id;
+	int r;
 
-	return projid_reserve(ids, part, QUOTA_PROJID_MIN, collect_used_ids, &sc, ret_id);
+	*ret_id = 0;
+	r = projid_reserve(ids, part, QUOTA_PROJID_MIN, collect_used_ids, &sc, &id);
+	if (r < 0)
+		return r;
+	/*
+	 * A removed volume's limit stays on its free ID (clearing it after the
+	 * delete would race with the next user), and so does a crashed create's:
+	 * clear it while the ID is ours alone, so that a holder that sets no
+	 * limit (a first resize that is then refused) is not bound by it.
+	 */
+	if (fs->quota) {
+		r = quota_set_limit(fs->root_fd, id, 0, 0);
+		if (r < 0) {
+			projid_release(ids, part, id);
+			return r;
+		}
+	}
+	*ret_id = id;
+	return 0;
 }
 
 void sizelimit_commit_id(ProjidAlloc *ids, Partition *part, uint32_t projid)
@@ -129,8 +149,8 @@ static int reserve_error(int r, char **reterr_msg)
 {
 	if (r == -ENOSPC)
 		return errmsg_set(reterr_msg, r, "no free XFS project ID is left on the partition");
-	return errmsg_set(reterr_msg, r, "cannot read which XFS project IDs are in use on the partition: %s",
-			  errno_str(r));
+	return errmsg_set(reterr_msg, r, "cannot reserve an XFS project ID on the partition (reading the IDs in use, "
+			  "or clearing the free ID's old limit): %s", errno_str(r));
 }
 
 int sizelimit_apply_new(ProjidAlloc *ids, Registry *reg, PartitionFs *fs, Volume *v, int dirfd, char **reterr_msg)

@@ -6,9 +6,9 @@
  * partition, lowest free first, through the one allocator (projid.h): an ID
  * is free once no live volume or shadowed record carries it, no top
  * directory of volumes/, trash/ or quarantine/ carries it on disk, and no
- * Create or resize holds it reserved. A new volume always sets both limits
- * of its ID, so a stale limit left on a free ID never matters (and nothing
- * has to clear limits after a delete, which could race with a new volume).
+ * Create or resize holds it reserved. A removed volume's limit stays on its
+ * free ID (clearing it after the delete could race with a new volume); the
+ * reservation clears it, so every new holder starts with no limits.
  */
 #pragma once
 
@@ -36,9 +36,10 @@ void sizelimit_release(ProjidAlloc *ids, Partition *part, PartitionFs *fs, uint3
 json_t *sizelimit_status(PartitionFs *fs, const VolumeOptions *o, uint32_t projid);
 /*
  * Reserves the lowest project ID free on @part (@fs: its mounted
- * filesystem), to be committed once the registry carries it
- * (sizelimit_commit_id) or released (sizelimit_release). -ENOSPC when none is
- * left; -ENOMEM or a directory's read error. Takes the registry's read lock.
+ * filesystem), with its limits cleared, to be committed once the registry
+ * carries it (sizelimit_commit_id) or released (sizelimit_release). -ENOSPC
+ * when none is left; -ENOMEM, a directory's read error, or the quotactl's.
+ * Takes the registry's read lock.
  */
 int sizelimit_reserve_id(ProjidAlloc *ids, Registry *reg, Partition *part, PartitionFs *fs, uint32_t *ret_id);
 void sizelimit_commit_id(ProjidAlloc *ids, Partition *part, uint32_t projid);

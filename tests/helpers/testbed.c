@@ -187,7 +187,7 @@ int testbed_init(Testbed *tb, int n_parts)
 	return 0;
 }
 
-int testbed_start(Testbed *tb, const char *const *extra_env)
+int testbed_spawn(Testbed *tb, const char *const *extra_env)
 {
 	char *env[64];
 	char e_sock[400], e_state[400], e_prop[400], e_parts[400], e_prefix[64];
@@ -231,23 +231,35 @@ int testbed_start(Testbed *tb, const char *const *extra_env)
 		tb->pid = -1;
 		return -r;
 	}
+	return 0;
+}
+
+int testbed_wait_ready(Testbed *tb)
+{
+	tb->exit_status = -1;
 	/* Ready when Capabilities is answered (the socket accepts only after start-up). */
 	for (int i = 0; i < 200; i++) {
 		ClientReply rep = { 0 };
-		int st;
 
 		if (client_post(tb->sock, "/VolumeDriver.Capabilities", &rep, "{}") == 0 && rep.status == 200) {
 			client_reply_done(&rep);
 			return 0;
 		}
 		client_reply_done(&rep);
-		if (waitpid(tb->pid, &st, WNOHANG) == tb->pid) {
+		if (waitpid(tb->pid, &tb->exit_status, WNOHANG) == tb->pid) {
 			tb->pid = -1;
 			return -ECHILD;
 		}
 		usleep(50 * 1000);
 	}
 	return -ETIMEDOUT;
+}
+
+int testbed_start(Testbed *tb, const char *const *extra_env)
+{
+	int r = testbed_spawn(tb, extra_env);
+
+	return r < 0 ? r : testbed_wait_ready(tb);
 }
 
 int testbed_stop(Testbed *tb, int sig)
@@ -329,6 +341,22 @@ int tb_call(Testbed *tb, const char *endpoint, ClientReply *ret, const char *fmt
 	if (r < 0)
 		return -1;
 	return ret->status == 200 && client_err(ret)[0] == '\0' ? 0 : -1;
+}
+
+int testbed_admin(const Testbed *tb, const char *const *args, char *out, size_t out_len, char *err, size_t err_len)
+{
+	char sock[sizeof(tb->dir) + 32];
+	const char *argv[32];
+	int n = 0;
+
+	snprintf(sock, sizeof(sock), "%s/nvmevol-admin.sock", tb->dir);
+	argv[n++] = daemon_binary();
+	for (; *args && n < 28; args++)
+		argv[n++] = *args;
+	argv[n++] = "--socket";
+	argv[n++] = sock;
+	argv[n] = NULL;
+	return loopxfs_spawn_capture(argv, out, out_len, err, err_len);
 }
 
 char *testbed_log_text(const Testbed *tb)

@@ -31,6 +31,7 @@ typedef struct Testbed {
 	TestbedPartition parts[TESTBED_MAX_PARTS];
 	int n_parts;
 	pid_t pid;
+	int exit_status; /* wait status of a daemon that exited during testbed_wait_ready(), else -1 */
 	char log[300];
 } Testbed;
 
@@ -52,6 +53,9 @@ void testbed_setup(Testbed *tb, int n_parts, const char *const *extra_env);
 void testbed_setup_quota(Testbed *tb, const char *const *extra_env);
 /* Starts the daemon with the testbed's settings plus "NAME=value" strings in @extra_env (NULL-terminated). */
 int testbed_start(Testbed *tb, const char *const *extra_env);
+/* The two halves of testbed_start(): spawn only (tb->pid), then wait until it serves (-ECHILD: it exited). */
+int testbed_spawn(Testbed *tb, const char *const *extra_env);
+int testbed_wait_ready(Testbed *tb);
 /* Sends @sig and waits; SIGKILL for a crash, SIGTERM for a clean stop. */
 int testbed_stop(Testbed *tb, int sig);
 void testbed_destroy(Testbed *tb);
@@ -87,6 +91,12 @@ int tb_call(Testbed *tb, const char *endpoint, ClientReply *ret, const char *fmt
  * *ret_errno (0 if none): how a test meets a quota.
  */
 long long testbed_write_bytes(const char *path, long long bytes, bool append, int *ret_errno);
+
+/*
+ * Runs `nvmevol ARGS... --socket <tb's admin socket>` ($NVMEVOL_BINARY, else build/src/nvmevol; @args
+ * NULL-terminated): the exit status, stdout in @out and stderr in @err (NUL-terminated).
+ */
+int testbed_admin(const Testbed *tb, const char *const *args, char *out, size_t out_len, char *err, size_t err_len);
 
 /* The whole daemon log (malloc'd, NUL-terminated); a failed assertion if it cannot be read. */
 char *testbed_log_text(const Testbed *tb);

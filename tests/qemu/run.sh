@@ -128,6 +128,7 @@ INITRD=$(sed -n 's/^INITRD=//p' "$WORK/build.out")
 [ -f "$KERNEL" ] && [ -f "$INITRD" ] || die "build-guest.sh gave no kernel/initrd"
 
 LOG="$WORK/console.log"
+: >"$LOG" # before tail follows it: qemu's redirection below may come after tail starts
 start=$(date +%s.%N)
 # -nic none: the guest gets no network at all. stdin is /dev/null so that
 # the serial multiplexer never sees a stray Ctrl-A from a terminal.
