@@ -183,10 +183,15 @@ static void print_partitions(const json_t *parts)
 		table_print(t, stdout);
 		table_free(t);
 	}
-	json_array_foreach(parts, i, p)
+	json_array_foreach(parts, i, p) {
+		const char *name = str(p, "label") && *str(p, "label") ? str(p, "label") : str(p, "uuid");
+		const json_t *q = json_object_get(p, "quarantine");
+
 		if (str(p, "problem"))
-			printf("  %s: %s\n", str(p, "label") && *str(p, "label") ? str(p, "label") : str(p, "uuid"),
-			       str(p, "problem"));
+			printf("  %s: %s\n", name, str(p, "problem"));
+		if (q)
+			printf("  %s: %lld in quarantine: %s\n", name, (long long)num(q, "count"), str(q, "how_to_restore"));
+	}
 }
 
 static void print_volumes(const json_t *vols)

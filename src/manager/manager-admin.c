@@ -79,7 +79,7 @@ static int commit_options(Manager *m, Volume *v, PartitionFs *fs, const VolumeOp
 		return errmsg_set(reterr_msg, r, "cannot write the record of volume %s: %s", v->name, errno_str(r));
 	}
 	/* The index only matters while the partition is missing; a stale one is corrected at the next start. */
-	if (store_save_index(m->store, v) < 0)
+	if (store_save_index(m->store, v, VOLUME_INDEX_COMMITTED) < 0)
 		log_warning("volume %s: cannot update its index entry (corrected at the next start)", v->name);
 	return 0;
 }
@@ -368,7 +368,7 @@ int manager_import_index(Manager *m, const char *name, const char *buf, size_t l
 			goto out;
 		}
 	}
-	r = store_save_index(m->store, v);
+	r = store_save_index(m->store, v, VOLUME_INDEX_COMMITTED);
 	if (r < 0) {
 		r = errmsg_set(reterr_msg, r, "cannot write the index entry of %s: %s", name, errno_str(r));
 		goto out;

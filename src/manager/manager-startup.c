@@ -109,7 +109,7 @@ static int load_record(const char *name, Volume *v, const char *err, void *userd
 	}
 	registry_unlock(m->reg);
 	if (r == 0 && !existing && c->info.adopted && !v->corrupt)
-		(void)store_save_index(m->store, v);
+		(void)store_save_index(m->store, v, VOLUME_INDEX_COMMITTED);
 	return r;
 }
 
@@ -132,25 +132,63 @@ static bool prefer_indexed(Volume *a, Volume *b, void *userdata)
 	return strcmp(a->partition_uuid, b->partition_uuid) < 0;
 }
 
-static void quarantine_dir(PartitionFs *fs, const char *pname, const char *name, const char *why)
+/* Moves volumes/@name to nvmevol/quarantine/<name>.<time>; *ret_qname gets that name. */
+static int quarantine_move(PartitionFs *fs, const char *name, char *ret_qname, size_t qlen)
+{
+	snprintf(ret_qname, qlen, "%.200s.%lld", name, (long long)time(NULL));
+	/* A second try for a passing error; failing twice, it stays where it is (and is reported) until the next start. */
+	if (renameat(fs->volumes_fd, name, fs->quarantine_fd, ret_qname) < 0 &&
+	    renameat(fs->volumes_fd, name, fs->quarantine_fd, ret_qname) < 0)
+		return negative_errno();
+	(void)fsync(fs->quarantine_fd);
+	(void)fsync(fs->volumes_fd);
+	return 0;
+}
+
+/* A directory no index entry of this host accounts for: not nvmevol's to delete. */
+static void quarantine_orphan(PartitionFs *fs, const char *pname, const char *name, const char *why)
 {
 	char qname[NAME_MAX + 1];
+	int r;
 
 	/* Empty leftovers are simply removed; anything with data is kept for the admin. */
 	if (unlinkat(fs->volumes_fd, name, AT_REMOVEDIR) == 0) {
 		(void)fsync(fs->volumes_fd);
 		return;
 	}
-	snprintf(qname, sizeof(qname), "%.200s.%lld", name, (long long)time(NULL));
-	if (renameat(fs->volumes_fd, name, fs->quarantine_fd, qname) == 0) {
-		(void)fsync(fs->quarantine_fd);
-		(void)fsync(fs->volumes_fd);
+	r = quarantine_move(fs, name, qname, sizeof(qname));
+	if (r == 0)
 		log_warning("partition %s: directory volumes/%s (%s) moved to nvmevol/quarantine/%s", pname, name, why, qname);
-	}
+	else
+		log_error_errno(r, "partition %s: directory volumes/%s (%s) cannot be moved to nvmevol/quarantine; left "
+				"in place", pname, name, why);
 }
 
-/* Moves an uncommitted create's (or a committed remove's) directory to the trash. */
-static void roll_back_dir(Manager *m, PartitionFs *fs, const char *uuid, const char *name)
+/*
+ * A committed volume (by this host's index) whose record is gone: xfs_repair,
+ * a partial restore of meta/, a hand-made mistake. Its data is kept, empty or
+ * not, and the admin is told how to get the volume back (see Status
+ * 'quarantine').
+ */
+static void quarantine_committed(PartitionFs *fs, const char *pname, const char *name)
+{
+	char qname[NAME_MAX + 1];
+	int r;
+
+	r = quarantine_move(fs, name, qname, sizeof(qname));
+	if (r == 0)
+		log_error("volume %s: committed (this host's index says so) but its record nvmevol/meta/%s.json is missing "
+			  "on partition %s; its data was NOT deleted: it is in nvmevol/quarantine/%s. To restore it, put "
+			  "the record back from a backup and move the directory back to nvmevol/volumes/%s, then restart "
+			  "the plugin; or create a new volume and copy the data into it",
+			  name, name, pname, qname, name);
+	else
+		log_error_errno(r, "volume %s: committed but its record is missing on partition %s, and its directory "
+				"cannot be moved to nvmevol/quarantine; left in place, untouched", name, pname);
+}
+
+/* Moves the directory of an uncommitted create (or of a remove past its commit point) to the trash. */
+static void roll_back_dir(Manager *m, PartitionFs *fs, const char *uuid, const char *name, const char *what)
 {
 	char trash_name[NAME_MAX + 1];
 
@@ -160,16 +198,17 @@ static void roll_back_dir(Manager *m, PartitionFs *fs, const char *uuid, const c
 	    renameat(fs->volumes_fd, name, fs->trash_fd, trash_name) == 0) {
 		(void)fsync(fs->trash_fd);
 		(void)fsync(fs->volumes_fd);
-		log_info("volume %s: directory without a record from an interrupted create or remove; deleting it", name);
+		log_info("volume %s: directory of %s; deleting it", name, what);
 	}
 }
 
 /*
  * After every record is loaded: directories without a record, the trash,
- * self-test scratch. A directory without a record that this host's index puts
- * on this partition is an interrupted create or remove (the index entry is
- * written first and deleted last): it goes. Any other is not nvmevol's to
- * delete: kept in the quarantine if it holds anything.
+ * self-test scratch. Only what this host's index proves was never committed
+ * (a "pending" entry: a Create that crashed before its record) or was
+ * committed for removal (a "removing" entry: a Remove that deleted its
+ * record) goes to the trash. A committed volume without its record, and any
+ * directory no index entry accounts for, go to the quarantine, data kept.
  */
 static void recover_partition(Manager *m, Partition *part, PartitionFs *fs, const PartitionInfo *info)
 {
@@ -192,10 +231,15 @@ static void recover_partition(Manager *m, Partition *part, PartitionFs *fs, cons
 			continue;
 		if (valid)
 			r = store_read_index(m->store, de->d_name, &idx);
-		if (r == 0 && streq(idx->partition_uuid, info->uuid))
-			roll_back_dir(m, fs, info->uuid, de->d_name);
+		if (r == 0 && streq(idx->partition_uuid, info->uuid) && idx->index_state == VOLUME_INDEX_PENDING)
+			roll_back_dir(m, fs, info->uuid, de->d_name, "a create interrupted before its commit");
+		else if (r == 0 && streq(idx->partition_uuid, info->uuid) && idx->index_state == VOLUME_INDEX_REMOVING)
+			roll_back_dir(m, fs, info->uuid, de->d_name, "a remove interrupted after its commit");
+		else if (r == 0 && streq(idx->partition_uuid, info->uuid))
+			quarantine_committed(fs, pname, de->d_name);
 		else if (r == 0 || r == -ENOENT || r == -EUCLEAN)
-			quarantine_dir(fs, pname, de->d_name, "no volume record");
+			quarantine_orphan(fs, pname, de->d_name, r == -EUCLEAN ? "no volume record, unreadable index entry"
+										: "no volume record");
 		else
 			/* Cannot tell whose it is now: decide at the next start, move nothing. */
 			log_warning("partition %s: volumes/%s has no record and its index entry is unreadable (%s); left "
@@ -282,18 +326,22 @@ static bool volume_dir_exists(Manager *m, Partition *part, const char *name)
 	return there;
 }
 
-/* An index entry only matters for a volume that no present partition has a record of. */
-static bool index_entry_needed(const char *name, void *userdata)
+/*
+ * A Create or Remove interrupted on the record side of its commit point left
+ * the record and a pending or removing entry: the volume stands, and so must
+ * its entry (a later loss of the record must not read as "never committed").
+ */
+static int settle_index_entry(Manager *m, Volume *reg, Volume *idx)
 {
-	Manager *m = userdata;
-	Volume *v;
-
-	registry_write_lock(m->reg);
-	v = registry_find_locked(m->reg, name);
-	if (v)
-		v->indexed = true;
-	registry_unlock(m->reg);
-	return !v;
+	if (idx->index_state == VOLUME_INDEX_COMMITTED || reg->index_only ||
+	    !streq(reg->partition_uuid, idx->partition_uuid))
+		return 0;
+	log_info("volume %s: its %s was interrupted %s its record was written; the volume stays, its index entry is "
+		 "marked committed", reg->name, idx->index_state == VOLUME_INDEX_PENDING ? "create" : "remove",
+		 idx->index_state == VOLUME_INDEX_PENDING ? "after" : "before");
+	if (store_save_index(m->store, idx, VOLUME_INDEX_COMMITTED) < 0)
+		log_error("volume %s: cannot mark its index entry committed; tried again at the next start", reg->name);
+	return 0;
 }
 
 static int load_index_entry(const char *name, Volume *v, const char *err, void *userdata)
@@ -301,7 +349,18 @@ static int load_index_entry(const char *name, Volume *v, const char *err, void *
 	Manager *m = userdata;
 	PartitionInfo info;
 	Partition *part;
+	Volume *reg;
 
+	registry_write_lock(m->reg);
+	reg = volume_ref(registry_find_locked(m->reg, name));
+	if (reg)
+		reg->indexed = true;
+	registry_unlock(m->reg);
+	if (reg) {
+		int r = v ? settle_index_entry(m, reg, v) : 0;
+		volume_unref(reg);
+		return r;
+	}
 	if (!v) {
 		log_error("volume %s: index entry unreadable (%s); ignored", name, err);
 		return 0;
@@ -312,12 +371,17 @@ static int load_index_entry(const char *name, Volume *v, const char *err, void *
 		if (info.present && info.adopted) {
 			/* The partition is here and has no record: the volume was removed (or never committed). */
 			if (volume_dir_exists(m, part, name)) {
-				/* Its directory could not be moved to the trash yet: the entry says it may go, next time. */
+				/* Its directory could not be moved yet: the entry says where it may go, next time. */
 				log_warning("volume %s: directory without record still on partition UUID %s; keeping the "
-					    "index entry until it is rolled back", name, info.uuid);
+					    "index entry until it is moved", name, info.uuid);
 				return 0;
 			}
-			log_info("volume %s: dropping stale index entry (no record on partition UUID %s)", name, info.uuid);
+			if (v->index_state == VOLUME_INDEX_COMMITTED)
+				log_warning("volume %s: committed but no record on partition UUID %s (see the quarantine "
+					    "there); dropping its index entry", name, info.uuid);
+			else
+				log_info("volume %s: dropping stale index entry (no record on partition UUID %s)", name,
+					 info.uuid);
 			return store_delete_index(m->store, name);
 		}
 	}
@@ -488,7 +552,8 @@ int manager_start(Manager *m, char **reterr_msg)
 		partition_fs_put(fs);
 	}
 
-	r = store_load_index(m->store, index_entry_needed, load_index_entry, m);
+	/* Every entry is read: one of a volume loaded from its record may still say "pending" or "removing". */
+	r = store_load_index(m->store, NULL, load_index_entry, m);
 	if (r == 0) {
 		registry_write_lock(m->reg);
 		r = registry_sort_locked(m->reg, prefer_indexed, m);
@@ -509,7 +574,7 @@ int manager_start(Manager *m, char **reterr_msg)
 		v = volume_ref(registry_at_locked(m->reg, i));
 		registry_unlock(m->reg);
 		fs = v->index_only || v->corrupt ? NULL : partition_fs_get(m->pool, v->part);
-		if (fs && !v->indexed && store_save_index(m->store, v) < 0)
+		if (fs && !v->indexed && store_save_index(m->store, v, VOLUME_INDEX_COMMITTED) < 0)
 			log_error("volume %s: cannot write its index entry; Get will not know it if its partition goes missing",
 				  v->name);
 		if (fs && sizelimit_repair(m->reg, fs, v, &changed) == 0 && changed)
