@@ -352,9 +352,11 @@ static int load_index_entry(const char *name, Volume *v, const char *err, void *
 	Volume *reg;
 
 	registry_write_lock(m->reg);
-	reg = volume_ref(registry_find_locked(m->reg, name));
-	if (reg)
+	reg = registry_find_locked(m->reg, name);
+	if (reg) {
 		reg->indexed = true;
+		volume_ref(reg);
+	}
 	registry_unlock(m->reg);
 	if (reg) {
 		int r = v ? settle_index_entry(m, reg, v) : 0;

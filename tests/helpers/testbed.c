@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -305,6 +306,20 @@ int tb_call(Testbed *tb, const char *endpoint, ClientReply *ret, const char *fmt
 	if (r < 0)
 		return -1;
 	return ret->status == 200 && client_err(ret)[0] == '\0' ? 0 : -1;
+}
+
+int testbed_count_entries(const char *path)
+{
+	struct dirent *de;
+	DIR *d = opendir(path);
+	int n = 0;
+
+	cr_assert_not_null(d, "%s: %s", path, strerror(errno));
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			n++;
+	closedir(d);
+	return n;
 }
 
 char *testbed_log_text(const Testbed *tb)

@@ -74,6 +74,9 @@ int tb_call(Testbed *tb, const char *endpoint, ClientReply *ret, const char *fmt
  */
 long long testbed_write_bytes(const char *path, long long bytes, bool append, int *ret_errno);
 
+/* The number of entries of directory @path but "." and ".."; a failed assertion if it cannot be read. */
+int testbed_count_entries(const char *path);
+
 /* The whole daemon log (malloc'd, NUL-terminated); a failed assertion if it cannot be read. */
 char *testbed_log_text(const Testbed *tb);
 
