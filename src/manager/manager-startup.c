@@ -326,21 +326,48 @@ static bool volume_dir_exists(Manager *m, Partition *part, const char *name)
 	return there;
 }
 
+/* Whether @name is loaded from a record (then its entry is settled, before recovery) or not (after it). */
+static bool index_entry_registered(const char *name, void *userdata)
+{
+	Manager *m = userdata;
+	Volume *v;
+
+	registry_write_lock(m->reg);
+	v = registry_find_locked(m->reg, name);
+	if (v)
+		v->indexed = true;
+	registry_unlock(m->reg);
+	return v != NULL;
+}
+
+static bool index_entry_unregistered(const char *name, void *userdata)
+{
+	Manager *m = userdata;
+	bool found;
+
+	registry_read_lock(m->reg);
+	found = registry_find_locked(m->reg, name) != NULL;
+	registry_unlock(m->reg);
+	return !found;
+}
+
 /*
  * A Create or Remove interrupted on the record side of its commit point left
  * the record and a pending or removing entry: the volume stands, and so must
  * its entry (a later loss of the record must not read as "never committed").
  */
-static int settle_index_entry(Manager *m, Volume *reg, Volume *idx)
+static int settle_index_entry(const char *name, Volume *idx, const char *err, void *userdata)
 {
-	if (idx->index_state == VOLUME_INDEX_COMMITTED || reg->index_only ||
-	    !streq(reg->partition_uuid, idx->partition_uuid))
+	Manager *m = userdata;
+	_cleanup_(volume_unrefp) Volume *reg = registry_lookup(m->reg, name);
+
+	if (!idx || !reg || idx->index_state == VOLUME_INDEX_COMMITTED || !streq(reg->partition_uuid, idx->partition_uuid))
 		return 0;
 	log_info("volume %s: its %s was interrupted %s its record was written; the volume stays, its index entry is "
-		 "marked committed", reg->name, idx->index_state == VOLUME_INDEX_PENDING ? "create" : "remove",
+		 "marked committed", name, idx->index_state == VOLUME_INDEX_PENDING ? "create" : "remove",
 		 idx->index_state == VOLUME_INDEX_PENDING ? "after" : "before");
 	if (store_save_index(m->store, idx, VOLUME_INDEX_COMMITTED) < 0)
-		log_error("volume %s: cannot mark its index entry committed; tried again at the next start", reg->name);
+		log_error("volume %s: cannot mark its index entry committed; tried again at the next start", name);
 	return 0;
 }
 
@@ -349,20 +376,7 @@ static int load_index_entry(const char *name, Volume *v, const char *err, void *
 	Manager *m = userdata;
 	PartitionInfo info;
 	Partition *part;
-	Volume *reg;
 
-	registry_write_lock(m->reg);
-	reg = registry_find_locked(m->reg, name);
-	if (reg) {
-		reg->indexed = true;
-		volume_ref(reg);
-	}
-	registry_unlock(m->reg);
-	if (reg) {
-		int r = v ? settle_index_entry(m, reg, v) : 0;
-		volume_unref(reg);
-		return r;
-	}
 	if (!v) {
 		log_error("volume %s: index entry unreadable (%s); ignored", name, err);
 		return 0;
@@ -542,6 +556,10 @@ int manager_start(Manager *m, char **reterr_msg)
 	registry_unlock(m->reg);
 	if (r < 0)
 		return errmsg_set(reterr_msg, r, "out of memory");
+	/* Before recovery starts the trash worker: the entries of volumes loaded from their records. */
+	r = store_load_index(m->store, index_entry_registered, settle_index_entry, m);
+	if (r < 0)
+		return errmsg_set(reterr_msg, r, "cannot read the state in %s: %s", m->cfg->state_dir, errno_str(r));
 	for (size_t i = 0; i < pool_size(m->pool); i++) {
 		Partition *part = pool_get(m->pool, i);
 		PartitionFs *fs = partition_fs_get(m->pool, part);
@@ -554,8 +572,7 @@ int manager_start(Manager *m, char **reterr_msg)
 		partition_fs_put(fs);
 	}
 
-	/* Every entry is read: one of a volume loaded from its record may still say "pending" or "removing". */
-	r = store_load_index(m->store, NULL, load_index_entry, m);
+	r = store_load_index(m->store, index_entry_unregistered, load_index_entry, m);
 	if (r == 0) {
 		registry_write_lock(m->reg);
 		r = registry_sort_locked(m->reg, prefer_indexed, m);

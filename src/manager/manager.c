@@ -150,6 +150,15 @@ static int create_existing(Volume *existing, const VolumeOptions *requested, con
 	return 0;
 }
 
+static int foreign_dir_error(const char *pname, const char *name, char **reterr_msg)
+{
+	return errmsg_set(reterr_msg, -EEXIST,
+			  "partition %s holds a directory volumes/%s without a volume record (a leftover, or data copied "
+			  "there by hand): nvmevol leaves it alone; move it away, or restart the plugin to have it moved "
+			  "to nvmevol/quarantine",
+			  pname, name);
+}
+
 /* Creates the served directory, owned and moded as asked, with its limits. *made is set once it exists. */
 static int make_volume_dir(Manager *m, Volume *v, PartitionFs *fs, const char *pname, bool *made, char **reterr_msg)
 {
@@ -159,11 +168,7 @@ static int make_volume_dir(Manager *m, Volume *v, PartitionFs *fs, const char *p
 
 	if (mkdirat(fs->volumes_fd, v->name, 0700) < 0) {
 		if (errno == EEXIST)
-			return errmsg_set(reterr_msg, -EEXIST,
-					  "partition %s holds a directory volumes/%s without a volume record (a leftover, "
-					  "or data copied there by hand): nvmevol leaves it alone; move it away, or restart the "
-					  "plugin to have it moved to nvmevol/quarantine",
-					  pname, v->name);
+			return foreign_dir_error(pname, v->name, reterr_msg);
 		return errmsg_set(reterr_msg, negative_errno(), "cannot create the volume directory on partition %s: %s",
 				  pname, errno_str(errno));
 	}
@@ -189,6 +194,7 @@ static int make_volume_dir(Manager *m, Volume *v, PartitionFs *fs, const char *p
 static int check_target(Manager *m, Partition *part, PartitionFs *fs, const PartitionInfo *info, const char *pname,
 			const char *name, const VolumeOptions *opts, char **reterr_msg)
 {
+	struct stat st;
 	int r;
 
 	if (!info->adopted || fs->read_only)
@@ -201,6 +207,15 @@ static int check_target(Manager *m, Partition *part, PartitionFs *fs, const Part
 		return errmsg_set(reterr_msg, -EEXIST,
 				  "partition %s already has a record for a volume %s that nvmevol has not loaded; restart the "
 				  "plugin to load it", pname, name);
+	/*
+	 * Before the pending index entry is written: that entry may only ever account
+	 * for a directory this create makes (start-up moves such a one to the trash).
+	 */
+	if (fstatat(fs->volumes_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return foreign_dir_error(pname, name, reterr_msg);
+	if (errno != ENOENT)
+		return errmsg_set(reterr_msg, negative_errno(), "cannot look at volumes/%s on partition %s: %s", name,
+				  pname, errno_str(errno));
 	r = manager_health_check_create(m, part, name, opts, reterr_msg);
 	if (r < 0)
 		return r;
