@@ -160,15 +160,22 @@ static void unlink_record(const char *name)
 	cr_assert_eq(unlink(meta), 0, "%s: %s", meta, strerror(errno));
 }
 
-/* `nvmevol status --json` of this testbed's daemon, parsed (the caller's). */
-static json_t *admin_status(void)
+/* `nvmevol status [--json]` of this testbed's daemon: its output in out[]. */
+static void run_status(bool json)
 {
 	const char *bin = getenv("NVMEVOL_BINARY") ? getenv("NVMEVOL_BINARY") : "build/src/nvmevol";
-	const char *argv[] = { bin, "status", "--json", "--socket", admin_sock, NULL };
+	const char *argv[] = { bin, "status", "--socket", admin_sock, json ? "--json" : NULL, NULL };
+
+	cr_assert_eq(loopxfs_spawn_capture(argv, out, sizeof(out), err, sizeof(err)), 0, "%s", err);
+}
+
+/* `nvmevol status --json`, parsed (the caller's). */
+static json_t *admin_status(void)
+{
 	json_error_t e;
 	json_t *j;
 
-	cr_assert_eq(loopxfs_spawn_capture(argv, out, sizeof(out), err, sizeof(err)), 0, "%s", err);
+	run_status(true);
 	j = json_loads(out, 0, &e);
 	cr_assert_not_null(j, "status is not JSON (%s): %s", e.text, out);
 	return j;
@@ -206,6 +213,9 @@ static void assert_status_quarantine(const char *qname, const char *was)
 		}
 	cr_assert(found, "%s not listed: %s", qname, out);
 	json_decref(st);
+	/* And the table an admin reads. */
+	run_status(false);
+	cr_assert(strstr(out, "in quarantine: ") && strstr(out, "nvmevol/volumes/NAME"), "%s", out);
 }
 
 static const char *status_str(const char *key)
