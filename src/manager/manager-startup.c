@@ -136,9 +136,12 @@ static bool prefer_indexed(Volume *a, Volume *b, void *userdata)
 static int quarantine_move(PartitionFs *fs, const char *name, char *ret_qname, size_t qlen)
 {
 	snprintf(ret_qname, qlen, "%.200s.%lld", name, (long long)time(NULL));
-	/* A second try for a passing error; failing twice, it stays where it is (and is reported) until the next start. */
-	if (renameat(fs->volumes_fd, name, fs->quarantine_fd, ret_qname) < 0 &&
-	    renameat(fs->volumes_fd, name, fs->quarantine_fd, ret_qname) < 0)
+	/*
+	 * Never over an earlier entry of the same name and second. A second try for a
+	 * passing error; failing twice, it stays where it is (and is reported) until the next start.
+	 */
+	if (renameat2(fs->volumes_fd, name, fs->quarantine_fd, ret_qname, RENAME_NOREPLACE) < 0 &&
+	    renameat2(fs->volumes_fd, name, fs->quarantine_fd, ret_qname, RENAME_NOREPLACE) < 0)
 		return negative_errno();
 	(void)fsync(fs->quarantine_fd);
 	(void)fsync(fs->volumes_fd);
