@@ -58,20 +58,6 @@ static bool exists(const char *path)
 	return lstat(path, &st) == 0;
 }
 
-static int count_entries(const char *path)
-{
-	struct dirent *de;
-	DIR *d = opendir(path);
-	int n = 0;
-
-	cr_assert_not_null(d, "%s: %s", path, strerror(errno));
-	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-			n++;
-	closedir(d);
-	return n;
-}
-
 static void write_file(const char *path, const char *content)
 {
 	FILE *f = fopen(path, "w");
@@ -310,10 +296,10 @@ Test(regress, start_up_does_not_wait_for_the_trash)
 	/* Each deletion is followed by a pause: a trash that takes seconds to empty. */
 	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", "NVMEVOL_TEST_TRASH_PAUSE_MS=1500", NULL }), 0);
 	cr_assert_eq(tb_call(&tb, "List", &rep, "{}"), 0);
-	cr_assert_geq(count_entries(trash), 1, "start-up emptied the trash before serving");
-	for (int i = 0; i < 100 && count_entries(trash) > 0; i++)
+	cr_assert_geq(testbed_count_entries(trash), 1, "start-up emptied the trash before serving");
+	for (int i = 0; i < 100 && testbed_count_entries(trash) > 0; i++)
 		usleep(100 * 1000);
-	cr_assert_eq(count_entries(trash), 0, "the background worker did not empty the trash");
+	cr_assert_eq(testbed_count_entries(trash), 0, "the background worker did not empty the trash");
 }
 
 /* Bug 6: a stop while the trash worker runs: it is joined, nothing outlives the partitions it uses. */
@@ -335,9 +321,9 @@ Test(regress, stop_while_the_trash_worker_runs)
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "daemon did not stop cleanly (status 0x%x)", st);
 	cr_assert_eq(testbed_start(&tb, selftest_off), 0);
 	part_path(0, "trash", trash, sizeof(trash));
-	for (int i = 0; i < 50 && count_entries(trash) > 0; i++)
+	for (int i = 0; i < 50 && testbed_count_entries(trash) > 0; i++)
 		usleep(100 * 1000);
-	cr_assert_eq(count_entries(trash), 0, "trash left behind is not emptied by the next start");
+	cr_assert_eq(testbed_count_entries(trash), 0, "trash left behind is not emptied by the next start");
 }
 
 /* Bug 8: the same name on two partitions: both kept, one served, the conflict in Status, nothing moved. */
@@ -377,7 +363,7 @@ Test(regress, same_name_on_two_partitions_keeps_both)
 	cr_assert_str_eq(json_string_value(json_object_get(json_array_get(c, 0), "partition_uuid")), tb.parts[1].uuid);
 	cr_assert(exists(rec) && exists(file), "the second copy was touched");
 	part_path(1, "quarantine", quarantine, sizeof(quarantine));
-	cr_assert_eq(count_entries(quarantine), 0, "the second copy was quarantined");
+	cr_assert_eq(testbed_count_entries(quarantine), 0, "the second copy was quarantined");
 
 	/* Removing the served one serves the other: no restart, nothing lost. */
 	cr_assert_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"twin\"}"), 0, "%s", client_err(&rep));

@@ -54,20 +54,6 @@ static bool exists(const char *path)
 	return lstat(path, &st) == 0;
 }
 
-static bool dir_is_empty(const char *path)
-{
-	struct dirent *de;
-	DIR *d = opendir(path);
-	bool empty = true;
-
-	cr_assert_not_null(d, "%s", path);
-	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-			empty = false;
-	closedir(d);
-	return empty;
-}
-
 static int list_count(void)
 {
 	cr_assert_eq(tb_call(&tb, "List", &rep, "{}"), 0);
@@ -468,64 +454,106 @@ Test(daemon, corrupt_record_is_isolated)
 	cr_assert(strstr(client_err(&rep), "unreadable"), "%s", client_err(&rep));
 }
 
-static void rewrite_state(const char *meta, const char *state)
+static Volume *read_volume_file(const char *path)
 {
-	char buf[8192], *out;
+	char buf[8192];
 	Volume *v = NULL;
 	size_t n;
-	FILE *f = fopen(meta, "r");
+	FILE *f = fopen(path, "r");
 
-	cr_assert_not_null(f, "%s", meta);
+	cr_assert_not_null(f, "%s", path);
 	n = fread(buf, 1, sizeof(buf), f);
 	fclose(f);
 	cr_assert_eq(volume_record_parse(buf, n, &v, NULL), 0);
-	v->state = volume_state_from_string(state);
-	out = volume_record_dump(v, true);
-	f = fopen(meta, "w");
+	return v;
+}
+
+/* Writes @out (freed) to @path. */
+static void write_dumped(const char *path, char *out)
+{
+	FILE *f = fopen(path, "w");
+
+	cr_assert_not_null(out);
+	cr_assert_not_null(f, "%s", path);
 	fputs(out, f);
 	fclose(f);
 	free(out);
+}
+
+static void rewrite_state(const char *meta, const char *state)
+{
+	Volume *v = read_volume_file(meta);
+
+	v->state = volume_state_from_string(state);
+	write_dumped(meta, volume_record_dump(v, true));
 	volume_unref(v);
 }
 
-Test(daemon, interrupted_create_and_remove_leave_nothing_visible)
+/* Rewrites an index entry as a Create that crashed before its record leaves it: "pending". */
+static void mark_index_pending(const char *idx)
 {
-	char meta[600], dir[700], idx[500], file[800];
+	Volume *v = read_volume_file(idx);
+
+	write_dumped(idx, volume_index_dump(v, VOLUME_INDEX_PENDING));
+	volume_unref(v);
+}
+
+Test(daemon, interrupted_create_is_rolled_back_and_a_lost_record_keeps_its_data)
+{
+	char meta[600], dir[700], idx[500], file[800], qdir[700];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
 	FILE *f;
 
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"half\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[0].label), 0);
-	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"dying\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[0].label), 0);
-	testbed_volume_dir(&tb, 0, "dying", dir, sizeof(dir));
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"lost\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[0].label), 0);
+	testbed_volume_dir(&tb, 0, "lost", dir, sizeof(dir));
 	snprintf(file, sizeof(file), "%s/data", dir);
 	f = fopen(file, "w");
 	cr_assert_not_null(f);
-	fputs("gone", f);
+	fputs("kept", f);
 	fclose(f);
 	testbed_stop(&tb, SIGKILL);
 	/*
-	 * The crash points: a create that wrote its index entry and directory but not
-	 * its record (the commit point), and a remove that deleted the record (its
-	 * commit point) but had not moved the directory yet. Both are the same on
-	 * disk: index entry + directory, no record.
+	 * A create that wrote its index entry ("pending") and directory but not its
+	 * record (the commit point): provably never committed. And a committed
+	 * volume whose record was lost (xfs_repair, a partial restore): its index
+	 * entry looks like any committed one, so its data is kept.
 	 */
+	snprintf(idx, sizeof(idx), "%s/index/half.json", tb.state);
+	mark_index_pending(idx);
 	snprintf(meta, sizeof(meta), "%s/%s/nvmevol/meta/half.json", tb.parts_root, tb.parts[0].uuid);
 	cr_assert_eq(unlink(meta), 0);
-	snprintf(meta, sizeof(meta), "%s/%s/nvmevol/meta/dying.json", tb.parts_root, tb.parts[0].uuid);
+	snprintf(meta, sizeof(meta), "%s/%s/nvmevol/meta/lost.json", tb.parts_root, tb.parts[0].uuid);
 	cr_assert_eq(unlink(meta), 0);
 	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0);
 
-	cr_assert_eq(list_count(), 0, "half-created or half-removed volume visible");
+	cr_assert_eq(list_count(), 0, "half-created volume, or one without its record, visible");
 	testbed_volume_dir(&tb, 0, "half", dir, sizeof(dir));
 	cr_assert(!exists(dir));
-	testbed_volume_dir(&tb, 0, "dying", dir, sizeof(dir));
+	testbed_volume_dir(&tb, 0, "lost", dir, sizeof(dir));
 	cr_assert(!exists(dir));
 	snprintf(idx, sizeof(idx), "%s/index/half.json", tb.state);
 	cr_assert(!exists(idx));
-	snprintf(idx, sizeof(idx), "%s/index/dying.json", tb.state);
-	cr_assert(!exists(idx));
-	/* Rolled back into the trash, not kept as an orphan. */
-	snprintf(dir, sizeof(dir), "%s/%s/nvmevol/quarantine", tb.parts_root, tb.parts[0].uuid);
-	cr_assert(dir_is_empty(dir), "something was quarantined");
+	/* The committed one is in the quarantine with its data, not in the trash; the pending one is not. */
+	snprintf(qdir, sizeof(qdir), "%s/%s/nvmevol/quarantine", tb.parts_root, tb.parts[0].uuid);
+	d = opendir(qdir);
+	cr_assert_not_null(d);
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		n++;
+		cr_assert(strncmp(de->d_name, "lost.", 5) == 0, "%s was quarantined", de->d_name);
+		snprintf(file, sizeof(file), "%s/%s/data", qdir, de->d_name);
+		f = fopen(file, "r");
+		cr_assert_not_null(f, "the data of a committed volume is gone: %s", file);
+		cr_assert_not_null(fgets(meta, sizeof(meta), f));
+		fclose(f);
+		cr_assert_str_eq(meta, "kept");
+	}
+	closedir(d);
+	cr_assert_eq(n, 1, "the committed volume without its record was not quarantined");
 	/* The name is free again. */
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"half\"}"), 0);
 }

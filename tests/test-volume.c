@@ -62,7 +62,7 @@ Test(record, index_form_keeps_only_the_grants_of_this_host)
 	char *s;
 
 	v->opts.allow_suid = v->opts.allow_devices = true;
-	s = volume_index_dump(v);
+	s = volume_index_dump(v, VOLUME_INDEX_COMMITTED);
 	cr_assert_eq(volume_record_parse(s, strlen(s), &w, NULL), 0);
 	cr_expect(w->opts.allow_suid && w->opts.allow_devices, "a grant of this host is kept");
 	cr_expect(volume_grants_confirmed(&v->opts, &w->opts));
@@ -70,7 +70,7 @@ Test(record, index_form_keeps_only_the_grants_of_this_host)
 	volume_unref(w);
 
 	v->grants_unconfirmed = true;
-	s = volume_index_dump(v);
+	s = volume_index_dump(v, VOLUME_INDEX_COMMITTED);
 	cr_assert_eq(volume_record_parse(s, strlen(s), &w, NULL), 0);
 	cr_expect(!w->opts.allow_suid && !w->opts.allow_devices, "an unconfirmed grant reached the index");
 	cr_expect_eq(w->opts.uid, 999, "the rest of the options is kept");
@@ -89,6 +89,57 @@ Test(record, index_form_keeps_only_the_grants_of_this_host)
 	cr_expect(!volume_grants_confirmed(&(VolumeOptions){ .allow_suid = true, .allow_devices = true },
 					   &(VolumeOptions){ .allow_suid = true }));
 	volume_unref(v);
+}
+
+Test(record, index_state_is_written_only_when_not_committed)
+{
+	static const VolumeIndexState states[] = { VOLUME_INDEX_COMMITTED, VOLUME_INDEX_PENDING, VOLUME_INDEX_REMOVING };
+	Volume *v = sample();
+
+	for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++) {
+		Volume *w = NULL;
+		char *s = volume_index_dump(v, states[i]), *err = NULL;
+
+		cr_assert_eq(volume_record_parse(s, strlen(s), &w, &err), 0, "%s", err);
+		cr_expect_eq(w->index_state, states[i], "%s", s);
+		cr_expect_eq(volume_mount_total(w), 0, "the index form carries counts: %s", s);
+		/* Committed is no member at all: what older versions wrote, and read as committed. */
+		cr_expect_eq(strstr(s, "index_state") != NULL, states[i] != VOLUME_INDEX_COMMITTED, "%s", s);
+		free(s);
+		volume_unref(w);
+	}
+	/* A record never carries one, whatever the volume was parsed from. */
+	v->index_state = VOLUME_INDEX_PENDING;
+	{
+		char *s = volume_record_dump(v, false);
+		cr_expect_null(strstr(s, "index_state"), "%s", s);
+		free(s);
+	}
+	volume_unref(v);
+}
+
+Test(record, an_unknown_index_state_is_unreadable_not_committed)
+{
+	Volume *v = sample(), *w = NULL;
+	char *s = volume_index_dump(v, VOLUME_INDEX_PENDING), *p, *fixed, *err = NULL;
+	size_t n;
+
+	/* Another value, with the CRC made right again: only the value is wrong. */
+	p = strstr(s, "\"pending\"");
+	cr_assert_not_null(p);
+	memcpy(p, "\"pendin?\"", 9);
+	n = strstr(s, ",\"crc\":") - s;
+	s[n] = '}';
+	s[n + 1] = '\0';
+	fixed = crc_trailer_append(s);
+	free(s);
+	cr_assert_not_null(fixed);
+	cr_expect_eq(volume_record_parse(fixed, strlen(fixed), &w, &err), -EUCLEAN, "%s", fixed);
+	cr_expect(err && strstr(err, "index_state"), "refused for another reason: %s", err);
+	free(err);
+	free(fixed);
+	volume_unref(v);
+	volume_unref(w);
 }
 
 Test(record, any_flipped_byte_is_detected)

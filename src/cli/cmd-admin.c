@@ -187,9 +187,12 @@ static void print_partitions(const json_t *parts)
 		const char *name = str(p, "label") && *str(p, "label") ? str(p, "label") : str(p, "uuid");
 		size_t k;
 		json_t *d;
+		const json_t *q = json_object_get(p, "quarantine");
 
 		if (str(p, "problem"))
 			printf("  %s: %s\n", name, str(p, "problem"));
+		if (q)
+			printf("  %s: %lld in quarantine: %s\n", name, (long long)num(q, "count"), str(q, "how_to_restore"));
 		if (json_array_size(json_object_get(p, "duplicates")) == 0)
 			continue;
 		printf("  %s: the same XFS UUID is also on", name);

@@ -83,7 +83,7 @@ static int commit_options(Manager *m, Volume *v, PartitionFs *fs, const VolumeOp
 	if (grant)
 		v->grants_unconfirmed = false;
 	registry_unlock(m->reg);
-	if (grant && (r = store_save_index(m->store, v)) < 0)
+	if (grant && (r = store_save_index(m->store, v, VOLUME_INDEX_COMMITTED)) < 0)
 		r = errmsg_set(reterr_msg, r, "cannot write the index entry of volume %s in %s: %s", v->name,
 			       store_path(m->store), errno_str(r));
 	if (r == 0 && (r = store_save_record(fs, v)) < 0)
@@ -94,11 +94,11 @@ static int commit_options(Manager *m, Volume *v, PartitionFs *fs, const VolumeOp
 		v->grants_unconfirmed = old_unconfirmed;
 		registry_unlock(m->reg);
 		if (grant)
-			(void)store_save_index(m->store, v);
+			(void)store_save_index(m->store, v, VOLUME_INDEX_COMMITTED);
 		return r;
 	}
 	/* Else the index only matters while the partition is missing; a stale one is corrected at the next start. */
-	if (!grant && store_save_index(m->store, v) < 0)
+	if (!grant && store_save_index(m->store, v, VOLUME_INDEX_COMMITTED) < 0)
 		log_warning("volume %s: cannot update its index entry (corrected at the next start)", v->name);
 	return 0;
 }
@@ -407,7 +407,7 @@ int manager_import_index(Manager *m, const char *name, const char *buf, size_t l
 			goto out;
 		}
 	}
-	r = store_save_index(m->store, v);
+	r = store_save_index(m->store, v, VOLUME_INDEX_COMMITTED);
 	if (r < 0) {
 		r = errmsg_set(reterr_msg, r, "cannot write the index entry of %s: %s", name, errno_str(r));
 		goto out;

@@ -126,7 +126,7 @@ static int load_record(const char *name, Volume *v, const char *err, void *userd
 	}
 	registry_unlock(m->reg);
 	if (r == 0 && !existing && c->info.adopted && !v->corrupt)
-		(void)store_save_index(m->store, v);
+		(void)store_save_index(m->store, v, VOLUME_INDEX_COMMITTED);
 	return r;
 }
 
@@ -149,25 +149,66 @@ static bool prefer_indexed(Volume *a, Volume *b, void *userdata)
 	return strcmp(a->partition_uuid, b->partition_uuid) < 0;
 }
 
-static void quarantine_dir(PartitionFs *fs, const char *pname, const char *name, const char *why)
+/* Moves volumes/@name to nvmevol/quarantine/<name>.<time>; *ret_qname gets that name. */
+static int quarantine_move(PartitionFs *fs, const char *name, char *ret_qname, size_t qlen)
+{
+	snprintf(ret_qname, qlen, "%.200s.%lld", name, (long long)time(NULL));
+	/*
+	 * Never over an earlier entry of the same name and second. A second try for a
+	 * passing error; failing twice, it stays where it is (and is reported) until the next start.
+	 */
+	if (renameat2(fs->volumes_fd, name, fs->quarantine_fd, ret_qname, RENAME_NOREPLACE) < 0 &&
+	    renameat2(fs->volumes_fd, name, fs->quarantine_fd, ret_qname, RENAME_NOREPLACE) < 0)
+		return negative_errno();
+	(void)fsync(fs->quarantine_fd);
+	(void)fsync(fs->volumes_fd);
+	return 0;
+}
+
+/* A directory no index entry of this host accounts for: not nvmevol's to delete. */
+static void quarantine_orphan(PartitionFs *fs, const char *pname, const char *name, const char *why)
 {
 	char qname[NAME_MAX + 1];
+	int r;
 
 	/* Empty leftovers are simply removed; anything with data is kept for the admin. */
 	if (unlinkat(fs->volumes_fd, name, AT_REMOVEDIR) == 0) {
 		(void)fsync(fs->volumes_fd);
 		return;
 	}
-	snprintf(qname, sizeof(qname), "%.200s.%lld", name, (long long)time(NULL));
-	if (renameat(fs->volumes_fd, name, fs->quarantine_fd, qname) == 0) {
-		(void)fsync(fs->quarantine_fd);
-		(void)fsync(fs->volumes_fd);
+	r = quarantine_move(fs, name, qname, sizeof(qname));
+	if (r == 0)
 		log_warning("partition %s: directory volumes/%s (%s) moved to nvmevol/quarantine/%s", pname, name, why, qname);
-	}
+	else
+		log_error_errno(r, "partition %s: directory volumes/%s (%s) cannot be moved to nvmevol/quarantine; left "
+				"in place", pname, name, why);
 }
 
-/* Moves an uncommitted create's (or a committed remove's) directory to the trash. */
-static void roll_back_dir(Manager *m, PartitionFs *fs, const char *uuid, const char *name)
+/*
+ * A committed volume (by this host's index) whose record is gone: xfs_repair,
+ * a partial restore of meta/, a hand-made mistake. Its data is kept, empty or
+ * not, and the admin is told how to get the volume back (see Status
+ * 'quarantine').
+ */
+static void quarantine_committed(PartitionFs *fs, const char *pname, const char *name)
+{
+	char qname[NAME_MAX + 1];
+	int r;
+
+	r = quarantine_move(fs, name, qname, sizeof(qname));
+	if (r == 0)
+		log_error("volume %s: committed (this host's index says so) but its record nvmevol/meta/%s.json is missing "
+			  "on partition %s; its data was NOT deleted: it is in nvmevol/quarantine/%s. To restore it, put "
+			  "the record back from a backup and move the directory back to nvmevol/volumes/%s, then restart "
+			  "the plugin; or create a new volume and copy the data into it",
+			  name, name, pname, qname, name);
+	else
+		log_error_errno(r, "volume %s: committed but its record is missing on partition %s, and its directory "
+				"cannot be moved to nvmevol/quarantine; left in place, untouched", name, pname);
+}
+
+/* Moves the directory of an uncommitted create (or of a remove past its commit point) to the trash. */
+static void roll_back_dir(Manager *m, PartitionFs *fs, const char *uuid, const char *name, const char *what)
 {
 	char trash_name[NAME_MAX + 1];
 
@@ -177,16 +218,17 @@ static void roll_back_dir(Manager *m, PartitionFs *fs, const char *uuid, const c
 	    renameat(fs->volumes_fd, name, fs->trash_fd, trash_name) == 0) {
 		(void)fsync(fs->trash_fd);
 		(void)fsync(fs->volumes_fd);
-		log_info("volume %s: directory without a record from an interrupted create or remove; deleting it", name);
+		log_info("volume %s: directory of %s; deleting it", name, what);
 	}
 }
 
 /*
  * After every record is loaded: directories without a record, the trash,
- * self-test scratch. A directory without a record that this host's index puts
- * on this partition is an interrupted create or remove (the index entry is
- * written first and deleted last): it goes. Any other is not nvmevol's to
- * delete: kept in the quarantine if it holds anything.
+ * self-test scratch. Only what this host's index proves was never committed
+ * (a "pending" entry: a Create that crashed before its record) or was
+ * committed for removal (a "removing" entry: a Remove that deleted its
+ * record) goes to the trash. A committed volume without its record, and any
+ * directory no index entry accounts for, go to the quarantine, data kept.
  */
 static void recover_partition(Manager *m, Partition *part, PartitionFs *fs, const PartitionInfo *info)
 {
@@ -209,10 +251,15 @@ static void recover_partition(Manager *m, Partition *part, PartitionFs *fs, cons
 			continue;
 		if (valid)
 			r = store_read_index(m->store, de->d_name, &idx);
-		if (r == 0 && streq(idx->partition_uuid, info->uuid))
-			roll_back_dir(m, fs, info->uuid, de->d_name);
+		if (r == 0 && streq(idx->partition_uuid, info->uuid) && idx->index_state == VOLUME_INDEX_PENDING)
+			roll_back_dir(m, fs, info->uuid, de->d_name, "a create interrupted before its commit");
+		else if (r == 0 && streq(idx->partition_uuid, info->uuid) && idx->index_state == VOLUME_INDEX_REMOVING)
+			roll_back_dir(m, fs, info->uuid, de->d_name, "a remove interrupted after its commit");
+		else if (r == 0 && streq(idx->partition_uuid, info->uuid))
+			quarantine_committed(fs, pname, de->d_name);
 		else if (r == 0 || r == -ENOENT || r == -EUCLEAN)
-			quarantine_dir(fs, pname, de->d_name, "no volume record");
+			quarantine_orphan(fs, pname, de->d_name, r == -EUCLEAN ? "no volume record, unreadable index entry"
+										: "no volume record");
 		else
 			/* Cannot tell whose it is now: decide at the next start, move nothing. */
 			log_warning("partition %s: volumes/%s has no record and its index entry is unreadable (%s); left "
@@ -299,8 +346,8 @@ static bool volume_dir_exists(Manager *m, Partition *part, const char *name)
 	return there;
 }
 
-/* An index entry only matters for a volume that no present partition has a record of. */
-static bool index_entry_needed(const char *name, void *userdata)
+/* Whether @name is loaded from a record (then its entry is settled, before recovery) or not (after it). */
+static bool index_entry_registered(const char *name, void *userdata)
 {
 	Manager *m = userdata;
 	Volume *v;
@@ -310,7 +357,38 @@ static bool index_entry_needed(const char *name, void *userdata)
 	if (v)
 		v->indexed = true;
 	registry_unlock(m->reg);
-	return !v;
+	return v != NULL;
+}
+
+static bool index_entry_unregistered(const char *name, void *userdata)
+{
+	Manager *m = userdata;
+	bool found;
+
+	registry_read_lock(m->reg);
+	found = registry_find_locked(m->reg, name) != NULL;
+	registry_unlock(m->reg);
+	return !found;
+}
+
+/*
+ * A Create or Remove interrupted on the record side of its commit point left
+ * the record and a pending or removing entry: the volume stands, and so must
+ * its entry (a later loss of the record must not read as "never committed").
+ */
+static int settle_index_entry(const char *name, Volume *idx, const char *err, void *userdata)
+{
+	Manager *m = userdata;
+	_cleanup_(volume_unrefp) Volume *reg = registry_lookup(m->reg, name);
+
+	if (!idx || !reg || idx->index_state == VOLUME_INDEX_COMMITTED || !streq(reg->partition_uuid, idx->partition_uuid))
+		return 0;
+	log_info("volume %s: its %s was interrupted %s its record was written; the volume stays, its index entry is "
+		 "marked committed", name, idx->index_state == VOLUME_INDEX_PENDING ? "create" : "remove",
+		 idx->index_state == VOLUME_INDEX_PENDING ? "after" : "before");
+	if (store_save_index(m->store, idx, VOLUME_INDEX_COMMITTED) < 0)
+		log_error("volume %s: cannot mark its index entry committed; tried again at the next start", name);
+	return 0;
 }
 
 static int load_index_entry(const char *name, Volume *v, const char *err, void *userdata)
@@ -329,12 +407,17 @@ static int load_index_entry(const char *name, Volume *v, const char *err, void *
 		if (info.present && info.adopted) {
 			/* The partition is here and has no record: the volume was removed (or never committed). */
 			if (volume_dir_exists(m, part, name)) {
-				/* Its directory could not be moved to the trash yet: the entry says it may go, next time. */
+				/* Its directory could not be moved yet: the entry says where it may go, next time. */
 				log_warning("volume %s: directory without record still on partition UUID %s; keeping the "
-					    "index entry until it is rolled back", name, info.uuid);
+					    "index entry until it is moved", name, info.uuid);
 				return 0;
 			}
-			log_info("volume %s: dropping stale index entry (no record on partition UUID %s)", name, info.uuid);
+			if (v->index_state == VOLUME_INDEX_COMMITTED)
+				log_warning("volume %s: committed but no record on partition UUID %s (see the quarantine "
+					    "there); dropping its index entry", name, info.uuid);
+			else
+				log_info("volume %s: dropping stale index entry (no record on partition UUID %s)", name,
+					 info.uuid);
 			return store_delete_index(m->store, name);
 		}
 	}
@@ -494,6 +577,10 @@ int manager_start(Manager *m, char **reterr_msg)
 	registry_unlock(m->reg);
 	if (r < 0)
 		return errmsg_set(reterr_msg, r, "out of memory");
+	/* Before recovery starts the trash worker: the entries of volumes loaded from their records. */
+	r = store_load_index(m->store, index_entry_registered, settle_index_entry, m);
+	if (r < 0)
+		return errmsg_set(reterr_msg, r, "cannot read the state in %s: %s", m->cfg->state_dir, errno_str(r));
 	for (size_t i = 0; i < pool_size(m->pool); i++) {
 		Partition *part = pool_get(m->pool, i);
 		PartitionFs *fs = partition_fs_get(m->pool, part);
@@ -506,7 +593,7 @@ int manager_start(Manager *m, char **reterr_msg)
 		partition_fs_put(fs);
 	}
 
-	r = store_load_index(m->store, index_entry_needed, load_index_entry, m);
+	r = store_load_index(m->store, index_entry_unregistered, load_index_entry, m);
 	if (r == 0) {
 		registry_write_lock(m->reg);
 		r = registry_sort_locked(m->reg, prefer_indexed, m);
@@ -527,7 +614,7 @@ int manager_start(Manager *m, char **reterr_msg)
 		v = volume_ref(registry_at_locked(m->reg, i));
 		registry_unlock(m->reg);
 		fs = v->index_only || v->corrupt ? NULL : partition_fs_get(m->pool, v->part);
-		if (fs && !v->indexed && store_save_index(m->store, v) < 0)
+		if (fs && !v->indexed && store_save_index(m->store, v, VOLUME_INDEX_COMMITTED) < 0)
 			log_error("volume %s: cannot write its index entry; Get will not know it if its partition goes missing",
 				  v->name);
 		if (fs && sizelimit_repair(&m->projids, m->reg, fs, v, &changed) == 0 && changed)

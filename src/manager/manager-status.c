@@ -10,6 +10,7 @@
 #include "pool/sizelimit.h"
 #include "manager/manager-internal.h"
 #include "util/errmsg.h"
+#include "util/fs-util.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -182,12 +183,56 @@ json_t *manager_volume_json(Manager *m, Volume *v)
 
 /* ---- admin: the pool and every volume, and one volume in detail ---- */
 
+#define QUARANTINE_LISTED_MAX 100
+
+typedef struct QuarantineList {
+	json_t *entries; /* the first QUARANTINE_LISTED_MAX */
+	size_t n;
+} QuarantineList;
+
+static int add_quarantined(const char *qname, void *userdata)
+{
+	QuarantineList *q = userdata;
+	const char *dot = strrchr(qname, '.');
+	char name[VOLUME_NAME_MAX + 1] = "";
+
+	if (q->n++ >= QUARANTINE_LISTED_MAX)
+		return 0;
+	/* "<name>.<unix time>": the directory volumes/<name> was, and when it was moved. */
+	if (dot && (size_t)(dot - qname) < sizeof(name))
+		snprintf(name, sizeof(name), "%.*s", (int)(dot - qname), qname);
+	return json_array_append_new(q->entries, json_pack("{s:s,s:s}", "entry", qname, "was", name)) < 0 ? -ENOMEM : 0;
+}
+
+/*
+ * What start-up kept instead of deleting: directories without a record. The
+ * admin decides; nvmevol never deletes them.
+ */
+static json_t *quarantine_json(const Partition *part, PartitionFs *fs)
+{
+	_cleanup_free_ char *how = NULL;
+	QuarantineList q = { .entries = json_array() };
+
+	if (!q.entries || fs->quarantine_fd < 0 || dir_foreach_name(fs->quarantine_fd, add_quarantined, &q) < 0 ||
+	    q.n == 0 ||
+	    asprintf(&how,
+		     "directories found at start without a volume record, kept with their data in %s/nvmevol/quarantine. "
+		     "To restore one as volume NAME: put its record back in nvmevol/meta/NAME.json (from a backup) and "
+		     "move the directory back to nvmevol/volumes/NAME, then restart the plugin; or create a new volume "
+		     "and copy the data into it. Delete the directory once it is not needed",
+		     part->mountpoint) < 0) {
+		json_decref(q.entries);
+		return NULL;
+	}
+	return json_pack("{s:I,s:o,s:s}", "count", (json_int_t)q.n, "entries", q.entries, "how_to_restore", how);
+}
+
 static json_t *pool_partition_json(Manager *m, Partition *part, size_t n_volumes)
 {
 	char label[PARTITION_NAME_MAX];
 	PartitionInfo info;
 	PartitionFs *fs;
-	json_t *p = json_object(), *st;
+	json_t *p = json_object(), *st, *q;
 
 	if (!p)
 		return NULL;
@@ -216,6 +261,9 @@ static json_t *pool_partition_json(Manager *m, Partition *part, size_t n_volumes
 			json_object_set_new(p, "size_bytes", json_integer((json_int_t)total_b));
 			json_object_set_new(p, "free_bytes", json_integer((json_int_t)free_b));
 		}
+		q = quarantine_json(part, fs);
+		if (q)
+			json_object_set_new(p, "quarantine", q);
 		partition_fs_put(fs);
 	}
 	/* Health as far as nvmevol knows it: the last self-test of the partition. */

@@ -152,6 +152,15 @@ static int create_existing(Volume *existing, const VolumeOptions *requested, con
 	return 0;
 }
 
+static int foreign_dir_error(const char *pname, const char *name, char **reterr_msg)
+{
+	return errmsg_set(reterr_msg, -EEXIST,
+			  "partition %s holds a directory volumes/%s without a volume record (a leftover, or data copied "
+			  "there by hand): nvmevol leaves it alone; move it away, or restart the plugin to have it moved "
+			  "to nvmevol/quarantine",
+			  pname, name);
+}
+
 /* Creates the served directory, owned and moded as asked, with its limits. *made is set once it exists. */
 static int make_volume_dir(Manager *m, Volume *v, PartitionFs *fs, const char *pname, bool *made, char **reterr_msg)
 {
@@ -161,11 +170,7 @@ static int make_volume_dir(Manager *m, Volume *v, PartitionFs *fs, const char *p
 
 	if (mkdirat(fs->volumes_fd, v->name, 0700) < 0) {
 		if (errno == EEXIST)
-			return errmsg_set(reterr_msg, -EEXIST,
-					  "partition %s holds a directory volumes/%s without a volume record (a leftover, "
-					  "or data copied there by hand): nvmevol leaves it alone; move it away, or restart the "
-					  "plugin to have it moved to nvmevol/quarantine",
-					  pname, v->name);
+			return foreign_dir_error(pname, v->name, reterr_msg);
 		return errmsg_set(reterr_msg, negative_errno(), "cannot create the volume directory on partition %s: %s",
 				  pname, errno_str(errno));
 	}
@@ -191,6 +196,7 @@ static int make_volume_dir(Manager *m, Volume *v, PartitionFs *fs, const char *p
 static int check_target(Manager *m, Partition *part, PartitionFs *fs, const PartitionInfo *info, const char *pname,
 			const char *name, const VolumeOptions *opts, char **reterr_msg)
 {
+	struct stat st;
 	int r;
 
 	if (!info->adopted || fs->read_only)
@@ -203,6 +209,15 @@ static int check_target(Manager *m, Partition *part, PartitionFs *fs, const Part
 		return errmsg_set(reterr_msg, -EEXIST,
 				  "partition %s already has a record for a volume %s that nvmevol has not loaded; restart the "
 				  "plugin to load it", pname, name);
+	/*
+	 * Before the pending index entry is written: that entry may only ever account
+	 * for a directory this create makes (start-up moves such a one to the trash).
+	 */
+	if (fstatat(fs->volumes_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		return foreign_dir_error(pname, name, reterr_msg);
+	if (errno != ENOENT)
+		return errmsg_set(reterr_msg, negative_errno(), "cannot look at volumes/%s on partition %s: %s", name,
+				  pname, errno_str(errno));
 	r = manager_health_check_create(m, part, name, opts, reterr_msg);
 	if (r < 0)
 		return r;
@@ -211,11 +226,13 @@ static int check_target(Manager *m, Partition *part, PartitionFs *fs, const Part
 
 /*
  * Writes the new volume @v and registers it, or undoes exactly what it wrote.
- * Order: index entry, directory (filled by the clone of @prep, if any),
- * record. The record on the partition is the commit point. A crash before it
- * leaves an index entry whose partition has no record (dropped at start) and
- * maybe a directory without a record that the index entry accounts for
- * (moved to the trash at start): never visible.
+ * Order: index entry "pending", directory (filled by the clone of @prep, if
+ * any), record, index entry "committed". The record on the partition is the
+ * commit point. A crash before it leaves a pending index entry whose
+ * partition has no record (dropped at start) and maybe a directory that the
+ * pending entry accounts for (moved to the trash at start): never visible. A
+ * crash after it leaves a record with a pending entry: start-up serves the
+ * volume and marks the entry committed.
  */
 static int commit_volume(Manager *m, Volume *v, PartitionFs *fs, const char *pname, ClonePrep *prep,
 			 char **reterr_msg)
@@ -224,7 +241,7 @@ static int commit_volume(Manager *m, Volume *v, PartitionFs *fs, const char *pna
 	int r;
 
 	made_index = true; /* even a failed atomic write may have renamed the file into place */
-	r = store_save_index(m->store, v);
+	r = store_save_index(m->store, v, VOLUME_INDEX_PENDING);
 	if (r < 0) {
 		errmsg_set(reterr_msg, r, "cannot write the volume index in %s: %s", store_path(m->store), errno_str(r));
 		goto rollback;
@@ -242,6 +259,12 @@ static int commit_volume(Manager *m, Volume *v, PartitionFs *fs, const char *pna
 	r = store_save_record(fs, v);
 	if (r < 0) {
 		errmsg_set(reterr_msg, r, "cannot commit the volume record on partition %s: %s", pname, errno_str(r));
+		goto rollback;
+	}
+	/* Not served yet: a volume whose entry still said "pending" could lose its data with a lost record. */
+	r = store_save_index(m->store, v, VOLUME_INDEX_COMMITTED);
+	if (r < 0) {
+		errmsg_set(reterr_msg, r, "cannot write the volume index in %s: %s", store_path(m->store), errno_str(r));
 		goto rollback;
 	}
 	registry_write_lock(m->reg);
@@ -384,7 +407,7 @@ static void unregister(Manager *m, Volume *v)
 	if (shadow) {
 		log_warning("volume %s: now served from partition UUID %s (the copy that was shadowed)", shadow->name,
 			    shadow->partition_uuid);
-		(void)store_save_index(m->store, shadow);
+		(void)store_save_index(m->store, shadow, VOLUME_INDEX_COMMITTED);
 		volume_unref(shadow);
 	}
 }
@@ -431,11 +454,20 @@ int manager_refresh_index_only(Manager *m, Volume *v, PartitionFs *fs)
 
 /* ---- remove ---- */
 
+/* A failed Remove leaves the index entry as it found it (none, if it had none). */
+static void put_back_index(Manager *m, const char *name, const char *buf, size_t len)
+{
+	if (buf)
+		(void)store_restore_index(m->store, name, buf, len);
+	else
+		(void)store_delete_index(m->store, name);
+}
+
 static int remove_locked(Manager *m, Volume *v, char **reterr_msg)
 {
-	_cleanup_free_ char *record = NULL;
+	_cleanup_free_ char *record = NULL, *index = NULL;
 	char trash_name[VOLUME_NAME_MAX + 24], pname[PARTITION_NAME_MAX];
-	size_t record_len = 0;
+	size_t record_len = 0, index_len = 0;
 	uint64_t rnd = 0;
 	bool moved = true;
 	PartitionFs *fs;
@@ -468,11 +500,12 @@ static int remove_locked(Manager *m, Volume *v, char **reterr_msg)
 	}
 
 	/*
-	 * Order: record, directory, index entry. Deleting the record is the commit
-	 * point: until then a failure changes nothing, after it the directory is
-	 * unreachable. A crash after it leaves a directory that the index entry
-	 * accounts for (moved to the trash at start). Keep the record's bytes to
-	 * put them back if the next step fails.
+	 * Order: index entry "removing", record, directory, index entry. Deleting
+	 * the record is the commit point: until then a failure changes nothing
+	 * (the old record and index bytes are put back), after it the directory is
+	 * unreachable. A crash after it leaves a directory that the removing entry
+	 * accounts for (moved to the trash at start); a crash before it leaves the
+	 * record, and start-up marks the entry committed again.
 	 */
 	r = store_read_record(fs, v->name, &record, &record_len);
 	if (r < 0 && r != -ENOENT) {
@@ -480,10 +513,24 @@ static int remove_locked(Manager *m, Volume *v, char **reterr_msg)
 			       errno_str(r));
 		goto out;
 	}
+	r = store_read_index_bytes(m->store, v->name, &index, &index_len);
+	if (r < 0 && r != -ENOENT) {
+		r = errmsg_set(reterr_msg, r, "cannot read the index entry of volume %s in %s: %s", v->name,
+			       store_path(m->store), errno_str(r));
+		goto out;
+	}
+	r = store_save_index(m->store, v, VOLUME_INDEX_REMOVING);
+	if (r < 0) {
+		put_back_index(m, v->name, index, index_len);
+		r = errmsg_set(reterr_msg, r, "cannot write the index entry of volume %s in %s: %s", v->name,
+			       store_path(m->store), errno_str(r));
+		goto out;
+	}
 	r = store_delete_record(fs, v->name);
 	if (r < 0) {
 		if (record && !store_has_record(fs, v->name))
 			(void)store_restore_record(fs, v->name, record, record_len);
+		put_back_index(m, v->name, index, index_len);
 		r = errmsg_set(reterr_msg, r, "cannot delete the record of volume %s on partition %s: %s", v->name, pname,
 			       errno_str(r));
 		goto out;
@@ -498,6 +545,7 @@ static int remove_locked(Manager *m, Volume *v, char **reterr_msg)
 			r = negative_errno();
 			if (record)
 				(void)store_restore_record(fs, v->name, record, record_len);
+			put_back_index(m, v->name, index, index_len);
 			r = errmsg_set(reterr_msg, r, "cannot move the directory of volume %s to the trash on partition %s: %s",
 				       v->name, pname, errno_str(r));
 			goto out;

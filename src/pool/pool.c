@@ -448,11 +448,69 @@ static int open_subdir(int parent, const char *name, mode_t mode, dev_t dev, boo
 	return fd;
 }
 
+/* 1 if nvmevol/@name exists and holds anything, 0 if it is empty or missing. */
+static int subdir_has_entries(int tree_fd, const char *name)
+{
+	_cleanup_close_ int fd = openat(tree_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct dirent *de;
+	DIR *d;
+	int r = 0;
+
+	if (fd < 0)
+		return errno == ENOENT ? 0 : negative_errno();
+	d = opendir_fd(fd);
+	if (!d)
+		return negative_errno();
+	errno = 0;
+	while ((de = readdir(d)))
+		if (!streq(de->d_name, ".") && !streq(de->d_name, "..")) {
+			r = 1;
+			break;
+		}
+	if (!de && errno != 0)
+		r = negative_errno();
+	closedir(d);
+	return r;
+}
+
+/*
+ * The records and the data they describe are one: a missing meta/ next to a
+ * volumes/ that holds anything (or the reverse) means the half that is left
+ * has lost its other half (xfs_repair, a partial restore, a rename by hand).
+ * Making the missing one anew would turn every volume into an orphan: the
+ * partition is refused instead, and nothing on it is touched.
+ */
+static int check_halves(int tree_fd, char **ret_why)
+{
+	static const char *const pair[2][2] = { { "meta", "volumes" }, { "volumes", "meta" } };
+	struct stat st;
+
+	for (size_t i = 0; i < ELEMENTSOF(pair); i++) {
+		int r;
+
+		if (fstatat(tree_fd, pair[i][0], &st, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+			continue;
+		r = subdir_has_entries(tree_fd, pair[i][1]);
+		if (r < 0)
+			return r;
+		if (r > 0) {
+			*ret_why = why_printf("nvmevol/%s is missing while nvmevol/%s holds entries: the %s were lost or "
+					      "moved. Nothing was changed and the partition is not used; put nvmevol/%s "
+					      "back (rename it back, or restore it from a backup), then restart the plugin",
+					      pair[i][0], pair[i][1], i == 0 ? "volume records" : "volumes' directories",
+					      pair[i][0]);
+			return -ENOENT;
+		}
+	}
+	return 0;
+}
+
 /*
  * Opens nvmevol's directories on the mounted filesystem (creating them when
- * writable). A read-only filesystem without them simply has no volumes.
+ * writable, but never a lost half: check_halves()). A read-only filesystem
+ * without them simply has no volumes.
  */
-static int lay_out(const char *mountpoint, PartitionFs *fs)
+static int lay_out(const char *mountpoint, PartitionFs *fs, char **ret_why)
 {
 	struct {
 		const char *name;
@@ -482,6 +540,11 @@ static int lay_out(const char *mountpoint, PartitionFs *fs)
 	if (r < 0)
 		return r;
 	fs->tree_fd = r;
+	if (create) {
+		r = check_halves(fs->tree_fd, ret_why);
+		if (r < 0)
+			return r;
+	}
 	for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
 		r = open_subdir(fs->tree_fd, dirs[i].name, dirs[i].mode, fs->dev, create, &created);
 		if (r == -ENOENT && !create)
@@ -673,9 +736,12 @@ static int open_layout(const Partition *part, const char *device, dev_t rdev, bo
 	fs->dev = rdev;
 	fs->read_only = read_only;
 	fs->quota = mount_options_contain(e->fs_options, "prjquota") || mount_options_contain(e->fs_options, "pquota");
-	r = lay_out(part->mountpoint, fs);
+	r = lay_out(part->mountpoint, fs, why);
 	if (r < 0) {
-		*why = why_printf("cannot prepare nvmevol directories on %s: %s", device, errno_str(r));
+		char *w = *why ? why_printf("%s: %s", device, *why)
+			       : why_printf("cannot prepare nvmevol directories on %s: %s", device, errno_str(r));
+		free(*why);
+		*why = w;
 		partition_fs_put(fs);
 		return r;
 	}

@@ -219,10 +219,24 @@ int store_delete_record(PartitionFs *fs, const char *name)
 	return delete(fs->meta_fd, name);
 }
 
-int store_save_index(Store *s, const Volume *v)
+int store_save_index(Store *s, const Volume *v, VolumeIndexState state)
 {
-	/* "This volume exists, on that partition, with the suid/dev this host granted": no counts. */
-	return save_text(s->index_fd, v->name, volume_index_dump(v));
+	/* "This volume exists, on that partition, with the suid/dev this host granted" (and how far it got): no counts. */
+	_cleanup_free_ char *buf = volume_index_dump(v, state);
+
+	if (!buf)
+		return -ENOMEM;
+	return write_at(s->index_fd, v->name, buf, strlen(buf));
+}
+
+int store_read_index_bytes(Store *s, const char *name, char **ret, size_t *ret_len)
+{
+	return read_at(s->index_fd, name, ret, ret_len);
+}
+
+int store_restore_index(Store *s, const char *name, const char *buf, size_t len)
+{
+	return write_at(s->index_fd, name, buf, len);
 }
 
 int store_delete_index(Store *s, const char *name)

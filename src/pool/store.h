@@ -39,10 +39,19 @@ int store_read_record(PartitionFs *fs, const char *name, char **ret, size_t *ret
 int store_restore_record(PartitionFs *fs, const char *name, const char *buf, size_t len);
 int store_delete_record(PartitionFs *fs, const char *name);
 
-int store_save_index(Store *s, const Volume *v);
+/*
+ * @state says where @v's Create or Remove stands (volume.h): Create writes
+ * "pending" before the directory and "committed" after the record, Remove
+ * writes "removing" before it deletes the record. Start-up rolls back only
+ * what a pending or removing entry accounts for.
+ */
+int store_save_index(Store *s, const Volume *v, VolumeIndexState state);
+/* The entry's bytes as they are, to put them back if an operation fails (-ENOENT if there is none). */
+int store_read_index_bytes(Store *s, const char *name, char **ret, size_t *ret_len);
+int store_restore_index(Store *s, const char *name, const char *buf, size_t len);
 int store_delete_index(Store *s, const char *name);
 bool store_has_index(Store *s, const char *name);
-/* The index entry of @name, parsed; -ENOENT if there is none. */
+/* The index entry of @name, parsed (index_state included); -ENOENT if there is none. */
 int store_read_index(Store *s, const char *name, Volume **ret);
 
 /* Writes @v's per-ID counts, or deletes the file when the total is zero. */

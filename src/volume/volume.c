@@ -28,6 +28,12 @@ VolumeState volume_state_from_string(const char *s)
 	return _VOLUME_STATE_INVALID;
 }
 
+/* Committed has no name: it is written as no member at all. */
+static const char *const index_state_names[_VOLUME_INDEX_STATE_MAX] = {
+	[VOLUME_INDEX_PENDING] = "pending",
+	[VOLUME_INDEX_REMOVING] = "removing",
+};
+
 Volume *volume_new(const char *name)
 {
 	size_t n = strnlen(name, VOLUME_NAME_MAX);
@@ -171,7 +177,7 @@ static int clone_from_json(json_t *j, VolumeClone **ret)
 	return 0;
 }
 
-static json_t *record_body(const Volume *v, const VolumeOptions *o, bool with_mounts)
+static json_t *record_body(const Volume *v, const VolumeOptions *o, bool with_mounts, VolumeIndexState index_state)
 {
 	json_t *j = json_object(), *opts, *mounts;
 
@@ -197,6 +203,8 @@ static json_t *record_body(const Volume *v, const VolumeOptions *o, bool with_mo
 		json_object_set_new(j, "projid", json_integer(v->projid));
 	if (v->clone)
 		json_object_set_new(j, "clone", clone_to_json(v->clone));
+	if (index_state > VOLUME_INDEX_COMMITTED && index_state < _VOLUME_INDEX_STATE_MAX)
+		json_object_set_new(j, "index_state", json_string(index_state_names[index_state]));
 	if (with_mounts) {
 		mounts = json_object();
 		for (size_t i = 0; mounts && i < v->n_mounts; i++)
@@ -207,9 +215,9 @@ static json_t *record_body(const Volume *v, const VolumeOptions *o, bool with_mo
 }
 
 /* The canonical body: compact, keys sorted. Its bytes are what the CRC covers. */
-static char *body_dump(const Volume *v, const VolumeOptions *o, bool with_mounts)
+static char *body_dump(const Volume *v, const VolumeOptions *o, bool with_mounts, VolumeIndexState index_state)
 {
-	json_t *j = record_body(v, o, with_mounts);
+	json_t *j = record_body(v, o, with_mounts, index_state);
 	char *s;
 
 	if (!j)
@@ -227,25 +235,39 @@ static char *body_dump(const Volume *v, const VolumeOptions *o, bool with_mounts
  */
 char *volume_record_dump(const Volume *v, bool with_mounts)
 {
-	_cleanup_free_ char *b = body_dump(v, &v->opts, with_mounts);
+	_cleanup_free_ char *b = body_dump(v, &v->opts, with_mounts, VOLUME_INDEX_COMMITTED);
 
 	return crc_trailer_append(b);
 }
 
-char *volume_index_dump(const Volume *v)
+char *volume_index_dump(const Volume *v, VolumeIndexState state)
 {
 	VolumeOptions granted = v->opts;
 	_cleanup_free_ char *b = NULL;
 
 	if (v->grants_unconfirmed)
 		granted.allow_suid = granted.allow_devices = false;
-	b = body_dump(v, &granted, false);
+	b = body_dump(v, &granted, false, state);
 	return crc_trailer_append(b);
 }
 
 bool volume_grants_confirmed(const VolumeOptions *rec, const VolumeOptions *granted)
 {
 	return (!rec->allow_suid || granted->allow_suid) && (!rec->allow_devices || granted->allow_devices);
+}
+
+static int index_state_parse(json_t *x, VolumeIndexState *ret)
+{
+	if (!x) {
+		*ret = VOLUME_INDEX_COMMITTED;
+		return 0;
+	}
+	for (int i = VOLUME_INDEX_COMMITTED + 1; i < _VOLUME_INDEX_STATE_MAX; i++)
+		if (json_is_string(x) && streq(json_string_value(x), index_state_names[i])) {
+			*ret = (VolumeIndexState)i;
+			return 0;
+		}
+	return -EUCLEAN;
 }
 
 static int copy_short_string(json_t *j, const char *key, char *dst, size_t size, char **reterr_msg)
@@ -348,6 +370,11 @@ int volume_record_parse(const char *buf, size_t len, Volume **ret, char **reterr
 	x = json_object_get(j, "clone");
 	if (x && clone_from_json(x, &v->clone) < 0) {
 		r = errmsg_set(reterr_msg, -EUCLEAN, "field 'clone' is invalid");
+		goto out;
+	}
+	/* An unknown value (a newer version's) is unreadable: never taken for "committed", nor for "pending". */
+	if (index_state_parse(json_object_get(j, "index_state"), &v->index_state) < 0) {
+		r = errmsg_set(reterr_msg, -EUCLEAN, "field 'index_state' is invalid");
 		goto out;
 	}
 	mounts = json_object_get(j, "mounts");

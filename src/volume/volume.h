@@ -29,6 +29,21 @@ typedef enum VolumeState {
 const char *volume_state_to_string(VolumeState s);
 VolumeState volume_state_from_string(const char *s);
 
+/*
+ * Where an index entry's operation stands: what start-up may undo when the
+ * record is missing. Only "pending" (a Create before its record) and
+ * "removing" (a Remove that may have deleted its record) are written, as the
+ * optional member "index_state"; an entry without it (every committed one,
+ * and all of older versions) is committed, and its directory is never deleted.
+ */
+typedef enum VolumeIndexState {
+	VOLUME_INDEX_COMMITTED,
+	VOLUME_INDEX_PENDING,
+	VOLUME_INDEX_REMOVING,
+	_VOLUME_INDEX_STATE_MAX,
+	_VOLUME_INDEX_STATE_INVALID = -EINVAL,
+} VolumeIndexState;
+
 typedef struct MountRef {
 	char *id;
 	unsigned count;
@@ -66,6 +81,7 @@ typedef struct Volume {
 	VolumeClone *clone; /* NULL unless the volume was created as a clone */
 	MountRef *mounts;
 	size_t n_mounts;
+	VolumeIndexState index_state; /* as parsed from an index entry; records carry none */
 
 	/* Runtime. */
 	Partition *part;    /* where the record is (or, index only, where it should be); never NULL when registered */
@@ -108,13 +124,15 @@ bool mount_id_is_valid(const char *id);
  * bytes before it; @with_mounts=false gives the record and index form (no counts).
  */
 char *volume_record_dump(const Volume *v, bool with_mounts);
-
-/* The index form: the record form with only the suid/dev grants this host made (see grants_unconfirmed). */
-char *volume_index_dump(const Volume *v);
+/*
+ * The index entry form: the record form with only the suid/dev grants this
+ * host made (see grants_unconfirmed), and @state unless it is committed.
+ */
+char *volume_index_dump(const Volume *v, VolumeIndexState state);
 
 /* Whether every suid/dev grant of @rec is also in @granted (this host's index entry). Pure. */
 bool volume_grants_confirmed(const VolumeOptions *rec, const VolumeOptions *granted);
 
-/* Parses a record or index file; checks version, CRC, name and every field. */
+/* Parses a record or index file; checks version, CRC, name and every field (index_state included). */
 int volume_record_parse(const char *buf, size_t len, Volume **ret, char **reterr_msg);
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -357,6 +358,20 @@ int testbed_admin(const Testbed *tb, const char *const *args, char *out, size_t 
 	argv[n++] = sock;
 	argv[n] = NULL;
 	return loopxfs_spawn_capture(argv, out, out_len, err, err_len);
+}
+
+int testbed_count_entries(const char *path)
+{
+	struct dirent *de;
+	DIR *d = opendir(path);
+	int n = 0;
+
+	cr_assert_not_null(d, "%s: %s", path, strerror(errno));
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+			n++;
+	closedir(d);
+	return n;
 }
 
 char *testbed_log_text(const Testbed *tb)

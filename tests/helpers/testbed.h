@@ -98,6 +98,9 @@ long long testbed_write_bytes(const char *path, long long bytes, bool append, in
  */
 int testbed_admin(const Testbed *tb, const char *const *args, char *out, size_t out_len, char *err, size_t err_len);
 
+/* The number of entries of directory @path but "." and ".."; a failed assertion if it cannot be read. */
+int testbed_count_entries(const char *path);
+
 /* The whole daemon log (malloc'd, NUL-terminated); a failed assertion if it cannot be read. */
 char *testbed_log_text(const Testbed *tb);
 

@@ -639,8 +639,8 @@ class StartWorld:
         self.data = {}
         self.degraded = 0   # starts that served with the partition not attached or a record unreadable
 
-    def kill_point(self, op, pick):
-        """N of the call that pick() chooses in a traced run of @op on a scratch volume."""
+    def kill_point(self, op, pick, which=-1):
+        """N of the call that pick() chooses (the @which-th of those) in a traced run of @op on a scratch volume."""
         tb = self.tb
         sc = "renameat"
         reset_clean(tb, "scount")
@@ -657,7 +657,9 @@ class StartWorld:
         cand = [c for c in st.events() if c["name"] == sc and c["pid"] != tb.pid and pick(c)]
         if not cand:
             raise RuntimeError("no %s in a traced %s to kill at" % (sc, op))
-        return sc, cand[-1]["seq"]
+        if len(cand) < (which + 1 if which >= 0 else -which):
+            raise RuntimeError("only %d matching %s in a traced %s" % (len(cand), sc, op))
+        return sc, cand[which]["seq"]
 
     def kill_during(self, op, name, sc, n):
         tb = self.tb
@@ -683,8 +685,9 @@ class StartWorld:
             self.data[name] = write_data(tb, name)
         for name in ("smnt", "sstale", "snocnt"):
             tb.ok("/VolumeDriver.Mount", {"Name": name, "ID": SMID})
-        # The record commit of a create, and the move of a removed volume's directory to the trash.
-        csc, cn = self.kill_point("create", lambda c: '"scount.json"' in c["args"])
+        # The record commit of a create (its second rename of scount.json: after the index entry "pending",
+        # before the index entry "committed"), and the move of a removed volume's directory to the trash.
+        csc, cn = self.kill_point("create", lambda c: '"scount.json"' in c["args"], which=1)
         rsc, rn = self.kill_point("remove", lambda c: re.match(r'\s*\d+, "scount",', c["args"]))
         self.kill_during("create", "sic", csc, cn)
         art = os.path.join(tb.base, "art")

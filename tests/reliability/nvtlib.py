@@ -597,7 +597,11 @@ def annotate_calls(calls):
     occ = {}
     for c in calls:
         args = re.sub(r"\s+", "", c["args"])   # a call split by another thread's comes back with spaces
-        c["sig"] = c["name"] + "(" + re.sub(r"\d+", "N", re.sub(r"[0-9a-f]{16}", "X", args))[:200]
+        # A volume's record and its index entry have the same file name: the directory's fd (one of the
+        # long-lived meta/, index/, mounts/ fds) tells them apart, so it is not folded for a state file.
+        state_dir = re.match(r'(\d+),"[^"]*\.json"', args)
+        c["sig"] = c["name"] + "(" + ("fd%s:" % state_dir.group(1) if state_dir else "") + \
+            re.sub(r"\d+", "N", re.sub(r"[0-9a-f]{16}", "X", args))[:200]
         key = (c["pid"], c["sig"])
         occ[key] = occ.get(key, 0) + 1
         c["k"] = occ[key]
