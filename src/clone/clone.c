@@ -499,7 +499,7 @@ static int share_or_copy(Walk *w, int src, int dst, const char *name)
 	return 0;
 }
 
-/* A regular file. *ret_c_ino: the clone's inode, 0 if the plan makes a new one. */
+/* A regular file. *ret_c_ino: the clone's inode, 0 if the plan makes a new one. 1: skipped (tolerant). */
 static int do_file(Walk *w, Frame *f, const char *name, bool c_exists, const struct stat *cs, uint64_t *ret_c_ino)
 {
 	_cleanup_close_ int src = -EBADF, dst = -EBADF;
@@ -513,7 +513,7 @@ static int do_file(Walk *w, Frame *f, const char *name, bool c_exists, const str
 	if (src < 0) {
 		/* A leased file is left to the frozen pass, which tries it again. */
 		if (w->tolerant && (vanished(src) || src == -EAGAIN))
-			return 0;
+			return 1;
 		return fail(w, src, "cannot open", name);
 	}
 	w->st->files++;
@@ -598,7 +598,7 @@ static int do_symlink(Walk *w, Frame *f, const char *name, const struct stat *ss
 	n = readlinkat(dircursor_fd(&w->s), name, target, sizeof(target) - 1);
 	if (n < 0) {
 		if (w->tolerant && vanished(negative_errno()))
-			return 0;
+			return 1;
 		return fail(w, negative_errno(), "cannot read the symlink", name);
 	}
 	target[n] = '\0';
@@ -846,8 +846,9 @@ static int handle_entry(Walk *w, Frame *f, const char *name)
 	default:
 		return fail(w, -EBADFD, "unknown file type at", name);
 	}
-	if (r < 0 || ss.st_nlink <= 1)
-		return r;
+	/* Skipped (gone, or leased) is no first name for later names to link to. */
+	if (r < 0 || r == 1 || ss.st_nlink <= 1)
+		return r < 0 ? r : 0;
 	/* The first name of a hard-linked inode: later names link to it. */
 	if (!S_ISREG(ss.st_mode)) {
 		struct stat now;

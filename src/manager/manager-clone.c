@@ -195,8 +195,8 @@ static int clone_error(Manager *m, ClonePrep *prep, Volume *v, int r, const char
 				  src, v->name, why, budget);
 	case -EAGAIN:
 		return errmsg_set(reterr_msg, r,
-				  "cannot clone volume %s into %s: %s. Try again when it is written less, or while it is "
-				  "not in use", src, v->name, why);
+				  "cannot clone volume %s into %s: %s. Try again later: when it is written less, or when "
+				  "its leases are given up", src, v->name, why);
 	case -EBUSY:
 		return errmsg_set(reterr_msg, r,
 				  "cannot clone volume %s into %s: %s. Stop the containers that use it and create %s again",
