@@ -198,6 +198,8 @@ static int clone_error(Manager *m, ClonePrep *prep, Volume *v, int r, const char
 				  "cannot clone volume %s into %s: %s. Try again later: when it is written less, or when "
 				  "its leases are given up", src, v->name, why);
 	case -EBUSY:
+		if (!prep->copy)
+			break; /* the filesystem was frozen by someone else */
 		return errmsg_set(reterr_msg, r,
 				  "cannot clone volume %s into %s: %s. Stop the containers that use it and create %s again",
 				  src, v->name, why, v->name);
@@ -211,8 +213,9 @@ static int clone_error(Manager *m, ClonePrep *prep, Volume *v, int r, const char
 				  "cannot clone volume %s into %s: %s (the clone exceeds its size or inodes limit; give "
 				  "larger ones)", src, v->name, why);
 	default:
-		return errmsg_set(reterr_msg, r, "cannot clone volume %s into %s: %s", src, v->name, why);
+		break;
 	}
+	return errmsg_set(reterr_msg, r, "cannot clone volume %s into %s: %s", src, v->name, why);
 }
 
 int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, char **reterr_msg)
