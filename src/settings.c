@@ -193,6 +193,8 @@ int settings_from_env(Settings **ret, char **reterr_msg)
 	if (r == 0)
 		r = number("NVMEVOL_CLONE_FREEZE_BUDGET_MS", 1000, 10, 60000, &c->clone_freeze_budget_ms, reterr_msg);
 	if (r == 0)
+		r = number("NVMEVOL_CLONE_MEMORY_MB", 512, 1, 65536, &c->clone_memory_mb, reterr_msg);
+	if (r == 0)
 		r = number("NVMEVOL_HEALTH_CACHE_SECONDS", 60, 0, 86400, &c->health_cache_seconds, reterr_msg);
 	if (r == 0)
 		r = policy_mode("NVMEVOL_REQUIRE_NVME", &c->require_nvme, reterr_msg);

@@ -35,7 +35,8 @@ typedef struct Settings {
 	SelftestPolicy selftest; /* NVMEVOL_SELFTEST */
 	uint64_t selftest_budget_ms;     /* NVMEVOL_SELFTEST_BUDGET_MS */
 	uint64_t selftest_cache_seconds; /* NVMEVOL_SELFTEST_CACHE_SECONDS */
-	uint64_t clone_freeze_budget_ms; /* NVMEVOL_CLONE_FREEZE_BUDGET_MS: longest freeze for a clone of a volume in use */
+	uint64_t clone_freeze_budget_ms; /* NVMEVOL_CLONE_FREEZE_BUDGET_MS: longest freeze for a clone */
+	uint64_t clone_memory_mb;        /* NVMEVOL_CLONE_MEMORY_MB: a clone's walk (names, hard-link table) */
 	uint64_t max_volumes;    /* NVMEVOL_MAX_VOLUMES */
 	DevicePolicyMode require_nvme;   /* NVMEVOL_REQUIRE_NVME */
 	DevicePolicyMode health;         /* NVMEVOL_HEALTH */

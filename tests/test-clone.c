@@ -26,8 +26,10 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clone/clone.h"
@@ -39,6 +41,7 @@
 #include "helpers/treecmp.h"
 
 static LoopXfs lx;
+static pid_t holder; /* a lease holder, ended by the teardown if a test failed */
 static char src[PATH_MAX], dst[PATH_MAX], tmpmnt[PATH_MAX];
 static int src_fd = -1, dst_fd = -1, root_fd = -1;
 
@@ -74,6 +77,11 @@ static void setup(void)
 
 static void teardown(void)
 {
+	if (holder > 0) {
+		kill(holder, SIGKILL);
+		waitpid(holder, NULL, 0);
+	}
+	holder = 0;
 	clone_set_before_freeze_hook(NULL, NULL);
 	/* A failed assertion while frozen must not leave a frozen filesystem to unmount. */
 	if (root_fd >= 0)
@@ -1019,6 +1027,12 @@ static void setup_noreflink(void)
 	open_dirs();
 }
 
+/* Same size, new bytes: only the modification time tells. */
+static void overwrite_in_place(void *userdata, unsigned attempt)
+{
+	put(userdata, "g", 1, 0);
+}
+
 TestSuite(clone_noreflink, .init = setup_noreflink, .fini = teardown, .timeout = 120);
 
 Test(clone_noreflink, refused_unless_a_copy_is_allowed)
@@ -1048,7 +1062,7 @@ Test(clone_noreflink, refused_unless_a_copy_is_allowed)
 	cr_assert_eq(st.reflinked, 0);
 	assert_same(src, dst); /* holes included: the same blocks are allocated */
 
-	/* A source in use cannot be copied consistently: the frozen comparison would read everything. */
+	/* Under a freeze, a copy is verified: nothing written since, it stands as of the freeze. */
 	reset_dst();
 	p.dst_fd = dst_fd;
 	p.freeze_fd = root_fd;
@@ -1056,7 +1070,190 @@ Test(clone_noreflink, refused_unless_a_copy_is_allowed)
 	free(err);
 	err = NULL;
 	r = clone_tree(&p, &st, &err);
-	cr_assert_eq(r, -EOPNOTSUPP, "clone_tree returned %d: %s", r, err ? err : "");
+	cr_assert_eq(r, 0, "clone_tree: %s", err ? err : strerror(-r));
+	cr_assert_eq(st.freezes, 1);
+	cr_assert_eq(st.copied, 3);
+	assert_same(src, dst);
 	assert_not_frozen();
+
+	/* Written between the copy and the freeze, same size: the source is in use, the copy is refused. */
+	reset_dst();
+	p.dst_fd = dst_fd;
+	clone_set_before_freeze_hook(overwrite_in_place, P(src, "d/f"));
+	r = clone_tree(&p, &st, &err);
+	clone_set_before_freeze_hook(NULL, NULL);
+	cr_assert_eq(r, -EBUSY, "clone_tree returned %d: %s", r, err ? err : "");
+	cr_assert(err && strstr(err, "written while it was copied") && strstr(err, "'d/f'"), "message: %s", err);
+	assert_not_frozen();
+	free(err);
+}
+
+/* A file under a write lease held by a child (it never gives it up, or at the first break). */
+static pid_t lease_holder(const char *path, bool cooperative)
+{
+	int ready[2];
+	char c;
+	pid_t pid;
+
+	cr_assert_eq(pipe(ready), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		sigset_t set;
+		int sig;
+
+		sigemptyset(&set);
+		sigaddset(&set, SIGIO);
+		sigprocmask(SIG_BLOCK, &set, NULL); /* the break's signal would end the child */
+		if (fd < 0 || fcntl(fd, F_SETLEASE, F_WRLCK) < 0)
+			_exit(1);
+		(void)!write(ready[1], "r", 1);
+		for (;;) {
+			if (sigwait(&set, &sig) == 0 && cooperative)
+				(void)fcntl(fd, F_SETLEASE, F_UNLCK);
+		}
+	}
+	holder = pid;
+	close(ready[1]);
+	cr_assert_eq(read(ready[0], &c, 1), 1, "the child could not take a write lease on %s", path);
+	close(ready[0]);
+	return pid;
+}
+
+static void lease_holder_stop(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	holder = 0;
+}
+
+static double seconds_since(const struct timespec *t0)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)(t.tv_sec - t0->tv_sec) + (t.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+Test(clone, a_leased_file_costs_well_under_the_lease_break_time)
+{
+	struct timespec t0;
+	CloneStats st;
+	char *err = NULL;
+	pid_t pid;
+	int r;
+
+	put(P(src, "before"), "b", 1, 0);
+	put(P(src, "leased"), "held", 4, 0);
+	cr_assert_eq(link(P(src, "leased"), P(src, "leased.link")), 0); /* a skipped file is no first name to link to */
+	put(P(src, "other"), "o", 1, 0);
+
+	/* A holder that never gives it up: a clear error, in a fraction of the kernel's 45 s. */
+	pid = lease_holder(P(src, "leased"), false);
+	for (int frozen = 0; frozen < 2; frozen++) {
+		reset_dst();
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		r = do_clone(frozen ? root_fd : -1, 1000, &st, &err);
+		cr_assert_lt(seconds_since(&t0), 10.0, "the clone waited %.1f s for the lease", seconds_since(&t0));
+		cr_assert_eq(r, -EAGAIN, "clone_tree returned %d: %s", r, err ? err : "");
+		cr_assert(err && strstr(err, "write lease") && strstr(err, "'leased'"), "message: %s", err);
+		if (frozen)
+			cr_assert(strstr(err, "tried 4 times"), "message: %s", err);
+		assert_not_frozen();
+		free(err);
+		err = NULL;
+	}
+	lease_holder_stop(pid);
+
+	/* A holder that gives it up when asked: the clone waits for that and succeeds. */
+	pid = lease_holder(P(src, "leased"), true);
+	reset_dst();
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = do_clone(root_fd, 1000, &st, &err);
+	cr_assert_eq(r, 0, "clone_tree: %s", err ? err : strerror(-r));
+	cr_assert_lt(seconds_since(&t0), 10.0);
+	lease_holder_stop(pid);
+	assert_same(src, dst);
+	free(err);
+}
+
+static int clone_with_memory(uint64_t mem_max, CloneStats *st, char **err)
+{
+	CloneParams p = { .src_fd = src_fd, .dst_fd = dst_fd, .freeze_fd = root_fd, .freeze_budget_ms = 5000,
+			  .mem_max = mem_max };
+
+	return clone_tree(&p, st, err);
+}
+
+Test(clone, the_walks_memory_is_bounded_with_a_clear_error)
+{
+	char name[300], dir[16], *err = NULL;
+	uint64_t bytes = 0, inodes = 0;
+	CloneStats st;
+	int r;
+
+	/* 2000 hard-linked files with long names in 200 small directories: the link table outgrows 256 KiB. */
+	memset(name, 'L', 200);
+	for (int d = 0; d < 200; d++) {
+		snprintf(dir, sizeof(dir), "d%03d", d);
+		cr_assert_eq(mkdir(P(src, dir), 0755), 0);
+		for (int i = 0; i < 10; i++) {
+			char a[PATH_MAX], b[PATH_MAX];
+
+			snprintf(name + 200, sizeof(name) - 200, "%02d", i);
+			snprintf(a, sizeof(a), "%s/%s/%s", src, dir, name);
+			snprintf(b, sizeof(b), "%s.2", a);
+			put(a, "x", 1, 0);
+			cr_assert_eq(link(a, b), 0, "link: %s", strerror(errno));
+		}
+	}
+	r = clone_with_memory(256 << 10, &st, &err);
+	cr_assert_eq(r, -ENOBUFS, "clone_tree returned %d: %s", r, err ? err : "");
+	cr_assert(err && strstr(err, "memory limit of 0.2 MiB") && strstr(err, "hard links") &&
+		  !strstr(err, "paths of 0 hard-linked"), "message: %s", err);
+	assert_not_frozen();
+	free(err);
+	err = NULL;
+	/* The measure walk is bounded by the default, and it is enough. */
+	r = clone_measure(src_fd, &bytes, &inodes, &err);
+	cr_assert_eq(r, 0, "clone_measure: %s", err ? err : "");
+	cr_assert_eq(inodes, 1 + 200 + 2000);
+	reset_dst();
+	r = clone_with_memory(0, &st, &err);
+	cr_assert_eq(r, 0, "clone_tree: %s", err ? err : strerror(-r));
+	assert_same(src, dst);
+	free(err);
+}
+
+Test(clone, a_deep_tree_of_long_names_is_bounded_with_a_clear_error)
+{
+	char name[256], *err = NULL;
+	CloneStats st;
+	int fd = dup(src_fd), r;
+
+	/* 15 levels of 250-byte names (the comparator needs paths within PATH_MAX): past 8 KiB. */
+	memset(name, 'D', 250);
+	name[250] = '\0';
+	for (int i = 0; i < 15; i++) {
+		int sub;
+		cr_assert_eq(mkdirat(fd, name, 0755), 0);
+		sub = openat(fd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		cr_assert_geq(sub, 0);
+		close(fd);
+		fd = sub;
+	}
+	close(fd);
+	r = clone_with_memory(8 << 10, &st, &err);
+	cr_assert_eq(r, -ENOBUFS, "clone_tree returned %d: %s", r, err ? err : "");
+	cr_assert(err && strstr(err, "memory limit of 0.0 MiB") && strstr(err, "too deep a tree") &&
+		  strstr(err, "paths of 0 hard-linked"), "message: %s", err);
+	assert_not_frozen();
+	free(err);
+	err = NULL;
+	reset_dst();
+	r = clone_with_memory(0, &st, &err);
+	cr_assert_eq(r, 0, "clone_tree: %s", err ? err : strerror(-r));
+	assert_same(src, dst);
 	free(err);
 }

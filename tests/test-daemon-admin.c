@@ -25,7 +25,7 @@
 
 #include "helpers/loopxfs.h"
 #include "helpers/testbed.h"
-#include "cli/mount-users.h"
+#include "pool/mount-users.h"
 
 static Testbed tb;
 static ClientReply rep;

@@ -7,10 +7,12 @@
  * inside one, a kill inside one, and a partition someone else froze.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,15 +22,38 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clone/freeze.h"
 #include "helpers/loopxfs.h"
 #include "helpers/testbed.h"
 #include "helpers/treecmp.h"
+#include "util/macro.h"
 
 static Testbed tb;
 static ClientReply rep;
+static pid_t children[4]; /* holders of binds and leases: ended by the teardown if a test failed */
+
+static void child_started(pid_t pid)
+{
+	for (size_t i = 0; i < ELEMENTSOF(children); i++)
+		if (children[i] == 0) {
+			children[i] = pid;
+			return;
+		}
+	cr_assert_fail("too many children");
+}
+
+static void child_stop(pid_t pid)
+{
+	for (size_t i = 0; i < ELEMENTSOF(children); i++)
+		if (children[i] == pid && pid > 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			children[i] = 0;
+		}
+}
 
 static void thaw_all(void)
 {
@@ -54,6 +79,8 @@ static void setup(void)
 
 static void teardown(void)
 {
+	for (size_t i = 0; i < ELEMENTSOF(children); i++)
+		child_stop(children[i]);
 	thaw_all();
 	client_reply_done(&rep);
 	testbed_destroy(&tb);
@@ -269,11 +296,9 @@ Test(daemon_clone, refusals_say_what_to_do)
 	cr_assert_str_eq(json_string_value(status("cloned_from")), "c1");
 }
 
-Test(daemon_clone, partition_without_reflink_refuses_or_copies)
+/* Both partitions again, without reflink; the daemon restarted on them. */
+static void reformat_without_reflink(void)
 {
-	char src[700], dst[700];
-
-	/* Both partitions again, without reflink, before the daemon starts. */
 	testbed_stop(&tb, SIGTERM);
 	thaw_all();
 	for (int i = 0; i < tb.n_parts; i++) {
@@ -296,6 +321,13 @@ Test(daemon_clone, partition_without_reflink_refuses_or_copies)
 		cr_assert_eq(r, 0, "mkfs.xfs -m reflink=0 %s failed", tb.parts[i].device);
 	}
 	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0);
+}
+
+Test(daemon_clone, partition_without_reflink_refuses_or_copies)
+{
+	char src[700], dst[700];
+
+	reformat_without_reflink();
 	create_source("norl", "", src, sizeof(src));
 	cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"nc\",\"Opts\":{\"from\":\"norl\"}}"), 0);
 	cr_assert(strstr(client_err(&rep), "reflink=0") && strstr(client_err(&rep), "clone_copy=true"), "%s",
@@ -309,7 +341,8 @@ Test(daemon_clone, partition_without_reflink_refuses_or_copies)
 	/* A copy of a source in use cannot be made consistent. */
 	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"norl\",\"ID\":\"x\"}"), 0, "%s", client_err(&rep));
 	cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"nc2\",\"Opts\":{\"from\":\"norl\",\"clone_copy\":\"true\"}}"), 0);
-	cr_assert(strstr(client_err(&rep), "is mounted"), "%s", client_err(&rep));
+	cr_assert(strstr(client_err(&rep), "is mounted") && strstr(client_err(&rep), "while it is in use"), "%s",
+		  client_err(&rep));
 	cr_assert_neq(tb_call(&tb, "Get", &rep, "{\"Name\":\"nc2\"}"), 0, "a refused clone exists");
 	part_of("norl", src, sizeof(src));
 	{
@@ -511,4 +544,267 @@ Test(daemon_clone, a_partition_frozen_by_someone_else_is_left_frozen_and_not_ser
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"fresh\"}"), 0, "%s", client_err(&rep));
 	cr_assert_neq(part_of("fresh", other, sizeof(other)), part, "a new volume went to the frozen partition");
 	cr_assert_eq(RUN("fsfreeze", "-u", mp), 0);
+}
+
+/* ---- "in use" from the kernel, not from the plugin's count (issue 19, item 2) ---- */
+
+/*
+ * A child that holds a bind of @dir in a mount namespace of its own (as a
+ * container keeps its bind after `docker plugin disable -f` + enable) and, if
+ * @writes, rewrites a file through it in place without pause. Without @bind it
+ * uses @dir directly, with no bind anywhere (what the plugin cannot see).
+ */
+static pid_t holder_start(const char *dir, bool bind, bool writes)
+{
+	const char *target = "/mnt/nvmevol-bind"; /* on a tmpfs of the child's own namespace */
+	int ready[2];
+	char c;
+	pid_t pid;
+
+	cr_assert_eq(pipe(ready), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		char path[1024];
+		uint64_t n = 0;
+		int fd;
+
+		/* Its mountpoint must not be removed from outside: that would take the bind away in every namespace. */
+		if (bind && (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+			     mount("tmpfs", "/mnt", "tmpfs", 0, "size=1m") < 0 || mkdir(target, 0700) < 0 ||
+			     mount(dir, target, NULL, MS_BIND, NULL) < 0))
+			_exit(1);
+		snprintf(path, sizeof(path), "%s/inplace", bind ? target : dir);
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0 || pwrite(fd, &n, sizeof(n), 0) != sizeof(n) || fsync(fd) < 0)
+			_exit(2);
+		(void)!write(ready[1], "r", 1);
+		for (;;) {
+			if (writes)
+				(void)!pwrite(fd, &n, sizeof(n), (off_t)((n % 64) * 4096));
+			n++;
+			usleep(writes ? 200 : 100000);
+		}
+	}
+	child_started(pid);
+	close(ready[1]);
+	cr_assert_eq(read(ready[0], &c, 1), 1, "the holder of %s did not start", dir);
+	close(ready[0]);
+	return pid;
+}
+
+static void holder_stop(pid_t pid)
+{
+	child_stop(pid);
+}
+
+Test(daemon_clone, a_source_the_plugin_thinks_unused_is_still_frozen)
+{
+	char src[700];
+	long frozen;
+	pid_t pid;
+
+	create_source("held", "", src, sizeof(src));
+	/* A bind in another mount namespace, written through, and no Mount at all: the plugin's count is 0. */
+	pid = holder_start(src, true, true);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"snap\",\"Opts\":{\"from\":\"held\"}}"), 0, "%s",
+		     client_err(&rep));
+	holder_stop(pid);
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"snap\"}"), 0);
+	cr_assert(json_is_true(json_object_get(status("clone"), "source_in_use")), "the bind was not seen");
+	frozen = (long)json_integer_value(json_object_get(status("clone"), "frozen_ms"));
+	cr_assert(frozen >= 1, "a source with a live bind was cloned without a freeze (frozen_ms %ld)", frozen);
+
+	/* A writer the plugin cannot see at all (no bind it could find): frozen all the same. */
+	pid = holder_start(src, false, true);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"snap2\",\"Opts\":{\"from\":\"held\"}}"), 0, "%s",
+		     client_err(&rep));
+	holder_stop(pid);
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"snap2\"}"), 0);
+	cr_assert(json_is_false(json_object_get(status("clone"), "source_in_use")));
+	frozen = (long)json_integer_value(json_object_get(status("clone"), "frozen_ms"));
+	cr_assert(frozen >= 1, "a clone was taken without a freeze (frozen_ms %ld)", frozen);
+}
+
+Test(daemon_clone, a_copy_of_a_source_in_use_is_refused_whatever_the_count_says)
+{
+	char src[700], left[800];
+	struct stat st;
+	pid_t pid;
+
+	reformat_without_reflink();
+	create_source("norl", "", src, sizeof(src));
+
+	/* A bind the plugin did not make, idle: seen in its mount namespace, refused before copying. */
+	pid = holder_start(src, true, false);
+	cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"nc\",\"Opts\":{\"from\":\"norl\",\"clone_copy\":\"true\"}}"),
+		      0, "a copy of a source with a live bind was made");
+	holder_stop(pid);
+	cr_assert(strstr(client_err(&rep), "while it is in use") && strstr(client_err(&rep), "process "), "%s",
+		  client_err(&rep));
+
+	/* A writer without any bind: the verification under the freeze sees the writes. */
+	pid = holder_start(src, false, true);
+	cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"nc\",\"Opts\":{\"from\":\"norl\",\"clone_copy\":\"true\"}}"),
+		      0, "a copy of a source being written was made");
+	holder_stop(pid);
+	cr_assert(strstr(client_err(&rep), "written while it was copied") && strstr(client_err(&rep), "inplace") &&
+		  strstr(client_err(&rep), "Stop the containers"), "%s", client_err(&rep));
+	cr_assert_neq(tb_call(&tb, "Get", &rep, "{\"Name\":\"nc\"}"), 0, "a refused copy exists");
+	snprintf(left, sizeof(left), "%s/../nc", src);
+	cr_assert_neq(lstat(left, &st), 0, "the refused copy left its directory");
+
+	/* Nothing writes any more: the copy is made, frozen once to verify it. */
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"nc\",\"Opts\":{\"from\":\"norl\",\"clone_copy\":\"true\"}}"),
+		     0, "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"nc\"}"), 0);
+	cr_assert_str_eq(json_string_value(json_object_get(status("clone"), "method")), "copy");
+	cr_assert_geq(json_integer_value(json_object_get(status("clone"), "frozen_ms")), 1);
+}
+
+/* ---- what the source's content may cost (issue 19, item 10) ---- */
+
+Test(daemon_clone, a_leased_file_does_not_hold_the_clone_for_the_lease_break_time)
+{
+	char src[700], path[800];
+	struct timespec t0, t1;
+	int ready[2];
+	char c;
+	pid_t pid;
+	double took;
+
+	create_source("leased", "", src, sizeof(src));
+	snprintf(path, sizeof(path), "%s/top.txt", src);
+	cr_assert_eq(pipe(ready), 0);
+	pid = fork();
+	if (pid == 0) {
+		sigset_t set;
+		int fd = open(path, O_RDONLY | O_CLOEXEC), sig;
+
+		sigemptyset(&set);
+		sigaddset(&set, SIGIO);
+		sigprocmask(SIG_BLOCK, &set, NULL); /* a holder that never gives its lease up */
+		if (fd < 0 || fcntl(fd, F_SETLEASE, F_WRLCK) < 0)
+			_exit(1);
+		(void)!write(ready[1], "r", 1);
+		for (;;)
+			(void)sigwait(&set, &sig);
+	}
+	child_started(pid);
+	close(ready[1]);
+	cr_assert_eq(read(ready[0], &c, 1), 1, "the child could not take a write lease on %s", path);
+	close(ready[0]);
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"lc\",\"Opts\":{\"from\":\"leased\"}}"), 0,
+		      "a clone of a file whose lease is not given up was made");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	took = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	child_stop(pid);
+	cr_assert_lt(took, 10.0, "the clone took %.1f s (lease-break-time is 45 s)", took);
+	/* top.txt and sub/top.link are one inode: the walk meets the latter first. */
+	cr_assert(strstr(client_err(&rep), "write lease") && strstr(client_err(&rep), "top.link") &&
+		  strstr(client_err(&rep), "Try again"), "%s", client_err(&rep));
+	/* Released: the clone is made. */
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"lc\",\"Opts\":{\"from\":\"leased\"}}"), 0, "%s",
+		     client_err(&rep));
+}
+
+static bool trash_holds(const char *trash, const char *prefix)
+{
+	struct dirent *de;
+	bool found = false;
+	DIR *d = opendir(trash);
+
+	cr_assert_not_null(d, "%s: %s", trash, strerror(errno));
+	while ((de = readdir(d)) && !found)
+		found = strncmp(de->d_name, prefix, strlen(prefix)) == 0;
+	closedir(d);
+	return found;
+}
+
+/* 100 directories of 80 files with 200-byte names, each with a second name if @links. */
+static void many_files(const char *src, bool links)
+{
+	char dir[800], a[1200], b[1300], name[256];
+
+	memset(name, 'L', 200);
+	for (int d = 0; d < 100; d++) {
+		snprintf(dir, sizeof(dir), "%s/d%03d", src, d);
+		cr_assert_eq(mkdir(dir, 0755), 0);
+		for (int i = 0; i < 80; i++) {
+			int fd;
+
+			snprintf(name + 200, sizeof(name) - 200, "%02d", i);
+			snprintf(a, sizeof(a), "%s/%s", dir, name);
+			fd = open(a, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+			cr_assert_geq(fd, 0);
+			close(fd);
+			snprintf(b, sizeof(b), "%s.2", a);
+			cr_assert(!links || link(a, b) == 0);
+		}
+	}
+}
+
+Test(daemon_clone, a_clone_past_its_memory_limit_fails_clearly)
+{
+	char src[700], dir[800];
+	struct stat st;
+
+	testbed_stop(&tb, SIGTERM);
+	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", "NVMEVOL_CLONE_MEMORY_MB=1", NULL }), 0);
+	/* 8000 hard-linked files with 200-byte names: about 2.5 MiB of link table. */
+	create_source("links", "", src, sizeof(src));
+	many_files(src, true);
+	cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"big\",\"Opts\":{\"from\":\"links\"}}"), 0,
+		      "a clone past its memory limit was made");
+	cr_assert(strstr(client_err(&rep), "memory limit of 1.0 MiB") && strstr(client_err(&rep), "hard-linked files") &&
+		  strstr(client_err(&rep), "NVMEVOL_CLONE_MEMORY_MB (now 1)"), "%s", client_err(&rep));
+	cr_assert_neq(tb_call(&tb, "Get", &rep, "{\"Name\":\"big\"}"), 0, "a failed clone exists");
+	snprintf(dir, sizeof(dir), "%s/../big", src);
+	cr_assert_neq(lstat(dir, &st), 0, "the failed clone left volumes/big");
+}
+
+Test(daemon_clone, a_failed_clone_is_deleted_by_the_trash_not_under_the_create_lock)
+{
+	char src[700], trash[800], dir[800];
+	struct timespec t0, t1;
+	struct stat st;
+	double took;
+
+	/*
+	 * A freeze budget no clone of 8000 files meets, and a trash worker that
+	 * pauses after each deletion: what the failed clone left stays there a while.
+	 */
+	testbed_stop(&tb, SIGTERM);
+	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", "NVMEVOL_CLONE_FREEZE_BUDGET_MS=10",
+								"NVMEVOL_TEST_TRASH_PAUSE_MS=4000", NULL }), 0);
+	create_source("many", "", src, sizeof(src));
+	many_files(src, false);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"many\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
+	snprintf(trash, sizeof(trash), "%s/../../trash", src);
+	/* The worker is busy (paused) with a removed volume when the clone fails. */
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"decoy\",\"Opts\":{}}"), 0);
+	cr_assert_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"decoy\"}"), 0);
+	usleep(300000);
+
+	cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"big\",\"Opts\":{\"from\":\"many\"}}"), 0,
+		      "a clone past its freeze budget was made");
+	cr_assert(strstr(client_err(&rep), "freeze budget of 10 ms"), "%s", client_err(&rep));
+	/* Answered with the half-made clone in the trash, not deleted under the create lock. */
+	snprintf(dir, sizeof(dir), "%s/../big", src);
+	cr_assert_neq(lstat(dir, &st), 0, "the failed clone left volumes/big");
+	cr_assert(trash_holds(trash, "big."), "the failed clone's directory is not in the trash");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"next\",\"Opts\":{}}"), 0, "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "List", &rep, "{}"), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	took = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	cr_assert(trash_holds(trash, "big."), "deleted before the next Create was answered");
+	cr_assert_lt(took, 2.0, "Create and List took %.1f s behind the deletion", took);
+	/* And the worker deletes it. */
+	for (int t = 0; t < 200 && trash_holds(trash, "big."); t++)
+		usleep(100000);
+	cr_assert_not(trash_holds(trash, "big."), "the trash never deleted the failed clone");
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"many\",\"ID\":\"c1\"}"), 0);
 }

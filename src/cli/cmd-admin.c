@@ -14,7 +14,7 @@
 #include "admin-protocol.h"
 #include "cli/cmd-admin.h"
 #include "cli/docker-client.h"
-#include "cli/mount-users.h"
+#include "pool/mount-users.h"
 #include "volume/volume-options.h"
 #include "volume/volume.h"
 #include "util/errmsg.h"

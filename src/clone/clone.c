@@ -53,6 +53,7 @@ typedef struct Frame {
 	bool c_present;  /* the clone has this directory and its cursor is in it */
 	bool c_fresh;    /* made in this pass: empty, nothing to compare */
 	bool dirty;      /* capture: the clone's entries here change, so its times must be set again */
+	uint64_t mem;    /* charged to Walk.mem_names for this frame */
 } Frame;
 
 typedef struct LinkInfo {
@@ -78,10 +79,15 @@ typedef struct Walk {
 	uint64_t deadline_us;
 	bool *reflink;  /* still sharing blocks (cleared when copying is allowed and sharing is not) */
 	bool tolerant;  /* a frozen pass follows: entries that change under this one are skipped */
+	bool verify;    /* capture of a copy: any change of the source fails, nothing is carried over */
+	char *changed;  /* verify: the first path found changed */
+	uint64_t mem_max, mem_names, mem_links; /* clone.h: the walk's memory the source's shape decides */
 	uint64_t examined;
 	uint64_t measure_bytes, measure_inodes;
 	char **reterr_msg;
 } Walk;
+
+static char *entry_path(Walk *w, const char *name);
 
 /* Entry names come from the source (any user): printable and bounded in messages. */
 static void printable(const char *in, char *out, size_t size)
@@ -100,11 +106,44 @@ static void printable(const char *in, char *out, size_t size)
 static int fail(Walk *w, int r, const char *what, const char *name)
 {
 	char path[256], leaf[128];
+	const char *sep;
 
 	printable(w->path ? w->path : "", path, sizeof(path));
 	printable(name ? name : "", leaf, sizeof(leaf));
+	sep = path[0] && leaf[0] ? "/" : "";
+	if (r == -ENOBUFS)
+		return errmsg_set(w->reterr_msg, r,
+				  "walking the source needs more than its memory limit of %.1f MiB at '%s%s%s' (%.1f MiB "
+				  "for the names in the %zu directories being walked, %.1f MiB for the paths of %zu "
+				  "hard-linked files): it has too many hard links, or too deep a tree of long names",
+				  w->mem_max / 1048576.0, path, sep, leaf, w->mem_names / 1048576.0, w->depth,
+				  w->mem_links / 1048576.0, w->n_links);
+	if (r == -EAGAIN)
+		return errmsg_set(w->reterr_msg, r,
+				  "another process holds a write lease (F_SETLEASE, e.g. Samba or an NFS server) on '%s%s%s' "
+				  "and did not give it up within %u ms",
+				  path, sep, leaf, CLONE_LEASE_WAIT_MS);
 	errno = -r;
-	return errmsg_set(w->reterr_msg, r, "%s '%s%s%s': %m", what, path, path[0] && leaf[0] ? "/" : "", leaf);
+	return errmsg_set(w->reterr_msg, r, "%s '%s%s%s': %m", what, path, sep, leaf);
+}
+
+/* Charges @bytes to @counter (a part of the walk's memory, clone.h). -ENOBUFS past the limit. */
+static int mem_charge(Walk *w, uint64_t *counter, uint64_t bytes)
+{
+	*counter += bytes;
+	if (w->mem_names + w->mem_links > w->mem_max) {
+		*counter -= bytes;
+		return -ENOBUFS;
+	}
+	return 0;
+}
+
+/* Verify: the source changed since it was copied. The message is made once the walk ends. */
+static int copy_changed(Walk *w, const char *name)
+{
+	if (!w->changed)
+		w->changed = entry_path(w, name ? name : "");
+	return -EBUSY;
 }
 
 /* ---- listings and paths ---- */
@@ -124,7 +163,13 @@ static void listing_done(Listing *l)
 typedef struct ListingBuild {
 	Listing l;
 	size_t cap_a, cap_o;
+	uint64_t room; /* bytes the listing may take */
 } ListingBuild;
+
+static uint64_t listing_bytes(const Listing *l)
+{
+	return l->len + l->n * sizeof(*l->offs);
+}
 
 static int listing_add(const char *name, void *userdata)
 {
@@ -133,6 +178,8 @@ static int listing_add(const char *name, void *userdata)
 
 	if (b->l.n >= CLONE_DIR_ENTRIES_MAX)
 		return -EFBIG;
+	if (listing_bytes(&b->l) + nl + sizeof(*b->l.offs) > b->room)
+		return -ENOBUFS;
 	if (GROW_ARRAY(b->l.arena, b->cap_a, b->l.len + nl, 4096) < 0 || GROW_ARRAY(b->l.offs, b->cap_o, b->l.n + 1, 64) < 0)
 		return -ENOMEM;
 	memcpy(b->l.arena + b->l.len, name, nl);
@@ -141,9 +188,9 @@ static int listing_add(const char *name, void *userdata)
 	return 0;
 }
 
-static int listing_read(int dirfd, Listing *ret)
+static int listing_read(int dirfd, uint64_t room, Listing *ret)
 {
-	ListingBuild b = { 0 };
+	ListingBuild b = { .room = room };
 	int r = dir_foreach_name(dirfd, listing_add, &b);
 
 	if (r < 0) {
@@ -214,6 +261,8 @@ static int emit(Walk *w, ClonePlanOpType type, const char *name, const char *tar
 {
 	int r;
 
+	if (w->verify && type != CLONE_PLAN_META)
+		return copy_changed(w, name);
 	/* ENTERs are emitted lazily: a directory without changes costs nothing in the plan. */
 	for (; w->entered < w->depth; w->entered++) {
 		r = clone_plan_add(w->plan, CLONE_PLAN_ENTER, w->frames[w->entered].name, NULL, NULL);
@@ -259,7 +308,8 @@ static int open_source_file(int dirfd, const char *name, struct stat *ret_st)
 	if (!S_ISREG(ret_st->st_mode))
 		return -EBADFD;
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", pfd);
-	fd = open(proc, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	/* O_NONBLOCK: a file under a write lease answers EWOULDBLOCK instead of waiting for the lease's break. */
+	fd = open(proc, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (fd < 0)
 		return negative_errno();
 	return fd;
@@ -288,6 +338,23 @@ static int open_frozen_file(int dirfd, const char *name, struct stat *ret_st)
 	return fd;
 }
 
+/*
+ * The live pass's open of a source file. Under another process's write lease
+ * the first try asks the kernel to break it (the holder is signalled): wait a
+ * little for the holder, never the kernel's lease-break-time. The frozen pass
+ * does not wait (the budget runs): it tries once and counts it as changed.
+ */
+static int open_live_file(int dirfd, const char *name, struct stat *ret_st)
+{
+	for (unsigned waited = 0;; waited += 10) {
+		int fd = open_source_file(dirfd, name, ret_st);
+
+		if (fd != -EAGAIN || waited >= CLONE_LEASE_WAIT_MS)
+			return fd;
+		(void)usleep(10000);
+	}
+}
+
 static bool vanished(int r)
 {
 	return r == -ENOENT || r == -EBADFD || r == -ENOTDIR || r == -ELOOP || r == -ESTALE;
@@ -304,6 +371,12 @@ static int link_remember(Walk *w, uint64_t s_ino, uint64_t c_ino, const char *na
 		return -ENOMEM;
 	if (w->mode != WALK_MEASURE && !(li.c_path = entry_path(w, name)))
 		return -ENOMEM;
+	/* Its entry, two map slots, its path. */
+	r = mem_charge(w, &w->mem_links, sizeof(li) + 2 * 16 + (li.c_path ? strlen(li.c_path) + 1 : 0));
+	if (r < 0) {
+		free(li.c_path);
+		return fail(w, r, NULL, name);
+	}
 	r = u64map_put(&w->links, s_ino, w->n_links);
 	if (r == 0 && c_ino)
 		r = u64map_put(&w->claims, c_ino, s_ino);
@@ -435,8 +508,7 @@ static int share_or_copy(Walk *w, int src, int dst, const char *name)
 		}
 		if (r != -EOPNOTSUPP)
 			return fail(w, r, "cannot clone", name);
-		/* A copy shares nothing: a frozen comparison would have to read every byte again. */
-		if (!w->p->allow_copy || w->p->freeze_fd >= 0)
+		if (!w->p->allow_copy)
 			return fail(w, r, "cannot share the blocks of", name);
 		*w->reflink = false;
 	}
@@ -447,7 +519,7 @@ static int share_or_copy(Walk *w, int src, int dst, const char *name)
 	return 0;
 }
 
-/* A regular file. *ret_c_ino: the clone's inode, 0 if the plan makes a new one. */
+/* A regular file. *ret_c_ino: the clone's inode, 0 if the plan makes a new one. 1: skipped (tolerant). */
 static int do_file(Walk *w, Frame *f, const char *name, bool c_exists, const struct stat *cs, uint64_t *ret_c_ino)
 {
 	_cleanup_close_ int src = -EBADF, dst = -EBADF;
@@ -457,16 +529,25 @@ static int do_file(Walk *w, Frame *f, const char *name, bool c_exists, const str
 	int r;
 
 	src = w->mode == WALK_CAPTURE ? open_frozen_file(dircursor_fd(&w->s), name, &ss)
-				      : open_source_file(dircursor_fd(&w->s), name, &ss);
+				      : open_live_file(dircursor_fd(&w->s), name, &ss);
 	if (src < 0) {
-		if (w->tolerant && vanished(src))
-			return 0;
+		/* A leased file is left to the frozen pass, which tries it again. */
+		if (w->tolerant && (vanished(src) || src == -EAGAIN))
+			return 1;
 		return fail(w, src, "cannot open", name);
 	}
 	w->st->files++;
 	w->st->bytes += (uint64_t)ss.st_size;
 	*ret_c_ino = 0;
 
+	if (w->verify) {
+		/* A copy: its size and modification time were the source's when it was copied. */
+		if (!c_exists || ss.st_size != cs->st_size || ss.st_mtim.tv_sec != cs->st_mtim.tv_sec ||
+		    ss.st_mtim.tv_nsec != cs->st_mtim.tv_nsec)
+			return copy_changed(w, name);
+		*ret_c_ino = cs->st_ino;
+		return sync_meta(w, name, src, &ss, -EBADF, false);
+	}
 	if (w->mode == WALK_CAPTURE) {
 		CaptureCtx x = { .w = w, .src = src, .name = name };
 
@@ -502,7 +583,10 @@ static int do_file(Walk *w, Frame *f, const char *name, bool c_exists, const str
 		if (dst < 0)
 			return fail(w, negative_errno(), "cannot open the clone's", name);
 		changed = ss.st_size != cs->st_size;
-		if (!changed) {
+		/* A copy shares no blocks to compare: it changed when the source was written since. */
+		if (!*w->reflink)
+			changed = changed || ss.st_mtim.tv_sec != cs->st_mtim.tv_sec || ss.st_mtim.tv_nsec != cs->st_mtim.tv_nsec;
+		else if (!changed) {
 			r = clone_file_diff(src, (uint64_t)ss.st_size, dst, any_difference, &changed);
 			if (r < 0 && r != -ECANCELED)
 				return fail(w, r, "cannot compare", name);
@@ -534,7 +618,7 @@ static int do_symlink(Walk *w, Frame *f, const char *name, const struct stat *ss
 	n = readlinkat(dircursor_fd(&w->s), name, target, sizeof(target) - 1);
 	if (n < 0) {
 		if (w->tolerant && vanished(negative_errno()))
-			return 0;
+			return 1;
 		return fail(w, negative_errno(), "cannot read the symlink", name);
 	}
 	target[n] = '\0';
@@ -635,6 +719,8 @@ static int do_extra_link(Walk *w, Frame *f, const char *name, const struct stat 
 static int frame_push(Walk *w, const char *name, bool c_present, bool c_fresh)
 {
 	Frame fr = { .c_present = c_present, .c_fresh = c_fresh, .path_len = w->path_len };
+	uint64_t used = w->mem_names + w->mem_links;
+	bool charged = false;
 	int r;
 
 	if (GROW_ARRAY(w->frames, w->cap, w->depth + 1, 64) < 0)
@@ -644,10 +730,17 @@ static int frame_push(Walk *w, const char *name, bool c_present, bool c_fresh)
 		if (!fr.name)
 			return -ENOMEM;
 	}
-	r = listing_read(dircursor_fd(&w->s), &fr.ls);
+	r = listing_read(dircursor_fd(&w->s), used < w->mem_max ? w->mem_max - used : 0, &fr.ls);
+	/* The listing, the frame, its name twice (the frame's and the path's). */
+	fr.mem = listing_bytes(&fr.ls) + sizeof(fr) + (name ? 2 * (strlen(name) + 1) : 0);
+	if (r == 0)
+		r = mem_charge(w, &w->mem_names, fr.mem);
+	charged = r == 0;
 	if (r == 0 && name)
 		r = path_append(w, name);
 	if (r < 0) {
+		if (charged)
+			w->mem_names -= fr.mem;
 		free(fr.name);
 		listing_done(&fr.ls);
 		return r;
@@ -776,8 +869,9 @@ static int handle_entry(Walk *w, Frame *f, const char *name)
 	default:
 		return fail(w, -EBADFD, "unknown file type at", name);
 	}
-	if (r < 0 || ss.st_nlink <= 1)
-		return r;
+	/* Skipped (gone, or leased) is no first name for later names to link to. */
+	if (r < 0 || r == 1 || ss.st_nlink <= 1)
+		return r < 0 ? r : 0;
 	/* The first name of a hard-linked inode: later names link to it. */
 	if (!S_ISREG(ss.st_mode)) {
 		struct stat now;
@@ -795,7 +889,7 @@ static int remove_extras(Walk *w, Frame *f)
 	Listing cl = { 0 };
 	int r;
 
-	r = listing_read(dircursor_fd(&w->c), &cl);
+	r = listing_read(dircursor_fd(&w->c), UINT64_MAX, &cl); /* the clone's: as many names as the source's, freed right after */
 	if (r < 0)
 		return fail(w, r, "cannot list the clone's", NULL);
 	for (size_t i = 0; i < cl.n && r == 0; i++)
@@ -839,6 +933,7 @@ static int frame_pop(Walk *w)
 			return fail(w, r, "cannot go back up from", NULL);
 	}
 	path_truncate(w, f->path_len);
+	w->mem_names -= f->mem;
 	free(f->name);
 	listing_done(&f->ls);
 	w->depth--;
@@ -859,6 +954,7 @@ static void walk_done(Walk *w)
 	u64map_done(&w->links);
 	u64map_done(&w->claims);
 	free(w->path);
+	free(w->changed);
 	if (w->s.levels)
 		dircursor_done(&w->s);
 	if (w->c.levels)
@@ -909,10 +1005,15 @@ static void stats_reset_tree(CloneStats *st)
 	st->files = st->dirs = st->symlinks = st->specials = st->hardlinks = st->bytes = 0;
 }
 
+static uint64_t mem_max(const CloneParams *p)
+{
+	return p->mem_max ? p->mem_max : CLONE_MEM_MAX_DEFAULT;
+}
+
 static int live_pass(const CloneParams *p, CloneStats *st, bool *reflink, bool fresh, char **reterr_msg)
 {
 	Walk w = { .mode = WALK_LIVE, .p = p, .st = st, .reflink = reflink, .reterr_msg = reterr_msg,
-		   .tolerant = p->freeze_fd >= 0 };
+		   .tolerant = p->freeze_fd >= 0, .mem_max = mem_max(p) };
 	int r;
 
 	stats_reset_tree(st);
@@ -921,17 +1022,26 @@ static int live_pass(const CloneParams *p, CloneStats *st, bool *reflink, bool f
 	return r;
 }
 
-static int capture_pass(const CloneParams *p, CloneStats *st, ClonePlan *plan, uint64_t deadline_us,
+static int capture_pass(const CloneParams *p, CloneStats *st, ClonePlan *plan, bool verify, uint64_t deadline_us,
 			uint64_t *ret_examined, char **reterr_msg)
 {
 	bool reflink = true;
-	Walk w = { .mode = WALK_CAPTURE, .p = p, .st = st, .reflink = &reflink, .plan = plan,
-		   .deadline_us = deadline_us, .reterr_msg = reterr_msg };
+	Walk w = { .mode = WALK_CAPTURE, .p = p, .st = st, .reflink = &reflink, .plan = plan, .verify = verify,
+		   .deadline_us = deadline_us, .reterr_msg = reterr_msg, .mem_max = mem_max(p) };
 	int r;
 
 	stats_reset_tree(st);
 	st->delta_bytes = 0;
 	r = walk_run(&w, false);
+	if (w.changed) {
+		char path[256];
+
+		printable(w.changed, path, sizeof(path));
+		r = errmsg_set(reterr_msg, -EBUSY,
+			       "the source was written while it was copied ('%s' changed): a copy shares no blocks, so it "
+			       "is consistent only while nothing writes to the source",
+			       path);
+	}
 	*ret_examined = w.examined;
 	walk_done(&w);
 	return r;
@@ -957,8 +1067,13 @@ static void test_hold_frozen(void)
 #endif
 }
 
-/* Freeze, capture, thaw, apply. 1 = the changes exceeded the plan's room: sync again and retry. */
-static int frozen_pass(const CloneParams *p, CloneStats *st, uint64_t entries, char **reterr_msg)
+/*
+ * Freeze, capture, thaw, apply. 1 = sync again and retry: the changes exceeded
+ * the plan's room, or a file could not be opened for a lease (*ret_retry_why
+ * says which).
+ */
+static int frozen_pass(const CloneParams *p, CloneStats *st, uint64_t entries, bool verify, char **ret_retry_why,
+		       char **reterr_msg)
 {
 	_cleanup_free_ char *cerr = NULL;
 	ClonePlan plan;
@@ -979,7 +1094,7 @@ static int frozen_pass(const CloneParams *p, CloneStats *st, uint64_t entries, c
 	st->at = (int64_t)time(NULL);
 	/* Nothing may be written from here to freeze_end(): it would wait for the thaw. */
 	test_hold_frozen();
-	r = capture_pass(p, st, &plan, fz.started_us + (uint64_t)p->freeze_budget_ms * 1000u, &examined, &cerr);
+	r = capture_pass(p, st, &plan, verify, fz.started_us + (uint64_t)p->freeze_budget_ms * 1000u, &examined, &cerr);
 	rt = freeze_end(&fz, &frozen_us);
 	st->frozen_us = frozen_us;
 	st->freeze_call_us = fz.freeze_call_us;
@@ -1012,6 +1127,13 @@ static int frozen_pass(const CloneParams *p, CloneStats *st, uint64_t entries, c
 		clone_plan_done(&plan);
 		return 1;
 	}
+	if (r == -EAGAIN) {
+		log_info("clone: %s; syncing again", cerr);
+		free(*ret_retry_why);
+		*ret_retry_why = TAKE_PTR(cerr);
+		clone_plan_done(&plan);
+		return 1;
+	}
 	if (r < 0) {
 		clone_plan_done(&plan);
 		return errmsg_set(reterr_msg, r, "%s", cerr ? cerr : "the frozen comparison failed");
@@ -1023,21 +1145,33 @@ static int frozen_pass(const CloneParams *p, CloneStats *st, uint64_t entries, c
 
 int clone_tree(const CloneParams *p, CloneStats *ret_stats, char **reterr_msg)
 {
+	_cleanup_free_ char *retry_why = NULL;
 	CloneStats st = { 0 };
 	uint64_t t0 = freeze_now_us();
 	unsigned attempts = p->attempts ? p->attempts : CLONE_ATTEMPTS_DEFAULT;
 	bool reflink = true;
-	int r;
+	int r = 0;
 
-	r = live_pass(p, &st, &reflink, true, reterr_msg);
+	/* A copy is verified by modification times: a write through a mapping must fault to set them (clone.h). */
+	if (p->allow_copy && p->freeze_fd >= 0 && syncfs(p->src_fd) < 0) {
+		r = negative_errno();
+		errno = -r;
+		errmsg_set(reterr_msg, r, "cannot flush the source's filesystem: %m");
+	}
+	if (r == 0)
+		r = live_pass(p, &st, &reflink, true, reterr_msg);
 	for (unsigned i = 0; r == 0 && p->freeze_fd >= 0; i++) {
 		uint64_t entries = st.files + st.dirs + st.symlinks + st.specials + st.hardlinks;
 
 		if (i == attempts) {
-			r = errmsg_set(reterr_msg, -EAGAIN,
-				       "the source kept changing: %u times, more than %llu MiB were written to it "
-				       "between the last pass and the freeze",
-				       attempts, (unsigned long long)((p->delta_max ? p->delta_max : CLONE_DELTA_MAX_DEFAULT) >> 20));
+			if (retry_why)
+				r = errmsg_set(reterr_msg, -EAGAIN, "%s (tried %u times)", retry_why, attempts);
+			else
+				r = errmsg_set(reterr_msg, -EAGAIN,
+					       "the source kept changing: %u times, more than %llu MiB were written to it "
+					       "between the last pass and the freeze",
+					       attempts,
+					       (unsigned long long)((p->delta_max ? p->delta_max : CLONE_DELTA_MAX_DEFAULT) >> 20));
 			break;
 		}
 		if (i > 0)
@@ -1045,7 +1179,7 @@ int clone_tree(const CloneParams *p, CloneStats *ret_stats, char **reterr_msg)
 		if (r == 0 && before_freeze_hook)
 			before_freeze_hook(before_freeze_userdata, i);
 		if (r == 0)
-			r = frozen_pass(p, &st, entries, reterr_msg);
+			r = frozen_pass(p, &st, entries, !reflink, &retry_why, reterr_msg);
 		if (r == 0)
 			break;
 		if (r == 1)
@@ -1071,7 +1205,7 @@ int clone_measure(int dirfd, uint64_t *ret_bytes, uint64_t *ret_inodes, char **r
 	CloneStats st = { 0 };
 	bool reflink = false;
 	Walk w = { .mode = WALK_MEASURE, .p = &p, .st = &st, .reflink = &reflink, .reterr_msg = reterr_msg,
-		   .tolerant = true };
+		   .tolerant = true, .mem_max = mem_max(&p) };
 	int r;
 
 	r = walk_run(&w, false);

@@ -28,8 +28,25 @@
  * such step past it: one chunk read, one file's FIEMAP of up to
  * CLONE_FILE_DIFF_WINDOW of its offsets (clone-file.h), or one directory
  * listed. FIFREEZE's own flush counts against the budget and cannot be cut
- * short: when it alone takes longer, the freeze ends one step after it. After freeze_abort_all() (a stop) it thaws at once and fails with
+ * short: when it alone takes longer, the freeze ends one step after it.
+ * After freeze_abort_all() (a stop) it thaws at once and fails with
  * -ECANCELED.
+ *
+ * Where blocks cannot be shared (CloneParams.allow_copy), the data is copied
+ * in pass 1 and the frozen pass only checks that nothing changed since:
+ * sizes and modification times of files, names, types and links (a copy has
+ * no shared blocks to compare, and carrying its changes would mean reading
+ * every byte again while frozen). Any change fails with -EBUSY: the source is
+ * in use. The filesystem is flushed first, so that a write through a shared
+ * mapping after that updates the file's times.
+ *
+ * What the source's content may cost is bounded: its files are opened
+ * O_NONBLOCK, so a file under another process's write lease (F_SETLEASE) is
+ * not waited for (the kernel's lease-break-time, 45 s by default): it is
+ * waited for CLONE_LEASE_WAIT_MS, then counted as changed (frozen pass: try
+ * again) or refused with -EAGAIN; and the memory the walk holds (the names
+ * of the directories being walked, the first path of every hard-linked file)
+ * is bounded by CloneParams.mem_max: past it, -ENOBUFS.
  */
 #pragma once
 
@@ -42,16 +59,19 @@
 #define CLONE_ATTEMPTS_DEFAULT 4
 #define CLONE_DIR_ENTRIES_MAX 1000000          /* entries of one directory, held sorted in memory */
 #define CLONE_CAPTURE_CHUNK (4ull << 20)       /* bytes read while frozen between two budget checks */
+#define CLONE_MEM_MAX_DEFAULT (512ull << 20)   /* the walk's names and hard-link table */
+#define CLONE_LEASE_WAIT_MS 200                /* for a lease holder to give up its lease */
 
 typedef struct CloneParams {
 	int src_fd;                /* the source directory */
 	int dst_fd;                /* an empty directory on the same filesystem */
-	int freeze_fd;             /* the filesystem to freeze for a consistent clone, or -1 (source not in use) */
+	int freeze_fd;             /* the filesystem to freeze for a consistent clone, or -1 (nothing writes to the source) */
 	const FreezeMarker *freeze_marker; /* where each freeze is marked (freeze.h); NULL: not marked (tests) */
 	unsigned freeze_budget_ms; /* longest freeze */
 	uint64_t delta_max;        /* 0 = CLONE_DELTA_MAX_DEFAULT */
 	unsigned attempts;         /* 0 = CLONE_ATTEMPTS_DEFAULT */
-	bool allow_copy;           /* copy the data where blocks cannot be shared (only without freeze_fd) */
+	uint64_t mem_max;          /* 0 = CLONE_MEM_MAX_DEFAULT */
+	bool allow_copy;           /* copy the data where blocks cannot be shared (verified under freeze_fd) */
 } CloneParams;
 
 typedef struct CloneStats {

@@ -6,10 +6,18 @@
  * order, and the clone's part of Status.
  *
  * SOURCE's op_lock is held for the whole clone (create_lock is already held,
- * as manager.h orders them): Mount, Unmount and Remove of SOURCE wait, so it
- * cannot become mounted halfway through a clone that took it as unused.
+ * as manager.h orders them): Mount, Unmount and Remove of SOURCE wait.
+ *
+ * Whether SOURCE is in use is never taken from the plugin's own mount count
+ * alone: a container keeps its bind when the plugin loses the count (docker
+ * plugin disable -f and enable, an upgrade under running tasks), and the
+ * plugin cannot see the mount namespaces of other PID namespaces. So a
+ * reflink clone is always taken under a freeze, and a copy is always verified
+ * under one (clone.h); the count and the binds the plugin can see only decide
+ * what Status says, and refuse a copy before it starts.
  */
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +26,7 @@
 
 #include "clone/clone.h"
 #include "manager/manager-internal.h"
+#include "pool/mount-users.h"
 #include "pool/sizelimit.h"
 #include "util/errmsg.h"
 #include "util/log.h"
@@ -146,6 +155,32 @@ int manager_clone_prepare(Manager *m, const VolumeOptions *opts, const CloneRequ
 	return check_fits(m, prep, projid, pname, reterr_msg);
 }
 
+/*
+ * Whether @src is known to be in use: mounted through the plugin, or a bind
+ * of its directory in a mount namespace the plugin can see. @why says which.
+ */
+static bool source_known_in_use(Volume *src, PartitionFs *fs, bool mounted, char *why, size_t len)
+{
+	char root[VOLUME_NAME_MAX + 32];
+	MountUser *u = NULL;
+	size_t n = 0, scanned = 0;
+
+	if (mounted) {
+		snprintf(why, len, "it is mounted");
+		return true;
+	}
+	bind_root(src->name, root, sizeof(root));
+	/* An unreadable /proc shows nothing: the freeze or the verification still decides. */
+	if (mount_users_find("/proc", fs->dev, root, 0, NULL, &u, &n, &scanned) < 0 || n == 0) {
+		mount_users_free(u, n);
+		return false;
+	}
+	snprintf(why, len, "process %d (%s) has it mounted at %s, in a mount namespace this plugin did not mount it in",
+		 (int)u[0].pid, u[0].comm, u[0].target);
+	mount_users_free(u, n);
+	return true;
+}
+
 static int clone_error(Manager *m, ClonePrep *prep, Volume *v, int r, const char *why, char **reterr_msg)
 {
 	const char *src = prep->source->name;
@@ -155,19 +190,32 @@ static int clone_error(Manager *m, ClonePrep *prep, Volume *v, int r, const char
 	case -ETIME:
 		return errmsg_set(reterr_msg, r,
 				  "cannot clone volume %s into %s: %s. Writes on its partition were held that long. Raise "
-				  "NVMEVOL_CLONE_FREEZE_BUDGET_MS (now %u ms), or clone while %s is not in use",
-				  src, v->name, why, budget, src);
+				  "NVMEVOL_CLONE_FREEZE_BUDGET_MS (now %u ms): every clone is taken under a freeze, so "
+				  "that it shows one instant",
+				  src, v->name, why, budget);
 	case -EAGAIN:
 		return errmsg_set(reterr_msg, r,
-				  "cannot clone volume %s into %s: %s. Try again when it is written less, or while it is "
-				  "not in use", src, v->name, why);
+				  "cannot clone volume %s into %s: %s. Try again later: when it is written less, or when "
+				  "its leases are given up", src, v->name, why);
+	case -EBUSY:
+		if (!prep->copy)
+			break; /* the filesystem was frozen by someone else */
+		return errmsg_set(reterr_msg, r,
+				  "cannot clone volume %s into %s: %s. Stop the containers that use it and create %s again",
+				  src, v->name, why, v->name);
+	case -ENOBUFS:
+		return errmsg_set(reterr_msg, r,
+				  "cannot clone volume %s into %s: %s. Raise NVMEVOL_CLONE_MEMORY_MB (now %llu), or clone "
+				  "a smaller tree",
+				  src, v->name, why, (unsigned long long)m->cfg->clone_memory_mb);
 	case -EDQUOT:
 		return errmsg_set(reterr_msg, r,
 				  "cannot clone volume %s into %s: %s (the clone exceeds its size or inodes limit; give "
 				  "larger ones)", src, v->name, why);
 	default:
-		return errmsg_set(reterr_msg, r, "cannot clone volume %s into %s: %s", src, v->name, why);
+		break;
 	}
+	return errmsg_set(reterr_msg, r, "cannot clone volume %s into %s: %s", src, v->name, why);
 }
 
 int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, char **reterr_msg)
@@ -175,11 +223,13 @@ int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, c
 	_cleanup_close_ int sfd = -EBADF, dfd = -EBADF;
 	_cleanup_free_ char *why = NULL;
 	Volume *src = prep->source;
-	CloneParams p = { .freeze_budget_ms = (unsigned)m->cfg->clone_freeze_budget_ms, .allow_copy = prep->copy };
+	CloneParams p = { .freeze_budget_ms = (unsigned)m->cfg->clone_freeze_budget_ms, .allow_copy = prep->copy,
+			  .mem_max = m->cfg->clone_memory_mb << 20 };
 	CloneStats st = { 0 };
 	const FreezeMarker marker = { .dir_fd = store_freeze_dir(m->store), .name = prep->part->uuid };
+	char use[PATH_MAX + 128] = "";
 	struct stat a, b;
-	bool mounted;
+	bool mounted, in_use;
 	int r;
 
 	v->clone = calloc(1, sizeof(*v->clone));
@@ -197,14 +247,16 @@ int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, c
 	registry_read_lock(m->reg);
 	mounted = src->mounted;
 	registry_unlock(m->reg);
-	if (mounted && prep->copy)
+	in_use = source_known_in_use(src, fs, mounted, use, sizeof(use));
+	if (in_use && prep->copy)
 		r = errmsg_set(reterr_msg, -EBUSY,
-			       "volume %s is mounted: a copy (clone_copy=true: no shared blocks) is only consistent while "
-			       "it is not in use. Stop the containers that use it and create %s again",
-			       src->name, v->name);
+			       "cannot copy volume %s while it is in use: %s. A copy (clone_copy=true: no shared blocks) "
+			       "is only consistent while nothing writes to it. Stop the containers that use it and create "
+			       "%s again",
+			       src->name, use, v->name);
 	else {
-		/* In use: the writes that race with the clone are carried over under a freeze (clone.h). */
-		p.freeze_fd = mounted ? fs->root_fd : -EBADF;
+		/* Always: writes that race with the clone are carried over, or fail a copy (clone.h). */
+		p.freeze_fd = fs->root_fd;
 		p.freeze_marker = &marker;
 		r = clone_tree(&p, &st, &why);
 	}
@@ -226,7 +278,7 @@ int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, c
 
 	snprintf(v->clone->from, sizeof(v->clone->from), "%s", src->name);
 	v->clone->at = st.at;
-	v->clone->source_in_use = mounted;
+	v->clone->source_in_use = in_use;
 	v->clone->copied = st.copied > 0;
 	v->clone->frozen_ms = (uint32_t)((st.frozen_us + 999) / 1000);
 	v->clone->entries = st.files + st.dirs + st.symlinks + st.specials + st.hardlinks;
@@ -234,7 +286,7 @@ int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, c
 	log_info("volume %s: cloned from %s: %llu entries, %llu bytes %s in %.1f ms%s%.1f ms frozen (%.1f ms of it "
 		 "to flush and freeze), %u freeze(s), %llu bytes carried over)",
 		 v->name, src->name, (unsigned long long)v->clone->entries, (unsigned long long)st.bytes,
-		 st.copied ? "copied" : "shared", st.elapsed_us / 1000.0, mounted ? " (in use: " : " (not in use: ",
+		 st.copied ? "copied" : "shared", st.elapsed_us / 1000.0, in_use ? " (in use: " : " (not known in use: ",
 		 st.frozen_us / 1000.0, st.freeze_call_us / 1000.0, st.freezes, (unsigned long long)st.delta_bytes);
 	return 0;
 }

@@ -365,7 +365,7 @@ static json_t *volume_admin_json(Manager *m, Volume *v)
 		snprintf(dev, sizeof(dev), "%u:%u", major(info.dev), minor(info.dev));
 		json_object_set_new(a, "dev", json_string(dev));
 	}
-	snprintf(root, sizeof(root), "/nvmevol/volumes/%s", v->name);
+	bind_root(v->name, root, sizeof(root));
 	json_object_set_new(a, "root", json_string(root));
 	/* So that a host-side check can tell the plugin's own mount namespace from the others. */
 	if (stat("/proc/self/ns/mnt", &ns) == 0)

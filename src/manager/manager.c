@@ -225,6 +225,22 @@ static int check_target(Manager *m, Partition *part, PartitionFs *fs, const Part
 }
 
 /*
+ * Moves volumes/@name into the trash under a new name (*@ret_entry), one
+ * atomic rename: deleting its contents can take long, the trash worker does it.
+ */
+static int move_to_trash(PartitionFs *fs, const char *name, char ret_entry[static VOLUME_NAME_MAX + 24])
+{
+	uint64_t rnd = 0;
+
+	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
+		rnd = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)ret_entry; /* only needs to differ from other trash names */
+	snprintf(ret_entry, VOLUME_NAME_MAX + 24, "%s.%016llx", name, (unsigned long long)rnd);
+	if (renameat(fs->volumes_fd, name, fs->trash_fd, ret_entry) < 0)
+		return negative_errno();
+	return 0;
+}
+
+/*
  * Writes the new volume @v and registers it, or undoes exactly what it wrote.
  * Order: index entry "pending", directory (filled by the clone of @prep, if
  * any), record, index entry "committed". The record on the partition is the
@@ -237,7 +253,8 @@ static int check_target(Manager *m, Partition *part, PartitionFs *fs, const Part
 static int commit_volume(Manager *m, Volume *v, PartitionFs *fs, const char *pname, ClonePrep *prep,
 			 char **reterr_msg)
 {
-	bool made_index = false, made_dir = false, made_record = false;
+	bool made_index = false, made_dir = false, made_record = false, trashed = false;
+	char trash_name[VOLUME_NAME_MAX + 24];
 	int r;
 
 	made_index = true; /* even a failed atomic write may have renamed the file into place */
@@ -283,12 +300,23 @@ rollback:
 	if (made_record)
 		(void)store_delete_record(fs, v->name);
 	if (made_dir) {
-		(void)rm_rf_at(fs->volumes_fd, v->name);
+		/* A failed clone may have filled it with millions of entries: not deleted under create_lock. */
+		trashed = move_to_trash(fs, v->name, trash_name) == 0;
+		if (trashed)
+			(void)fsync(fs->trash_fd);
+		else
+			(void)rm_rf_at(fs->volumes_fd, v->name);
 		(void)fsync(fs->volumes_fd);
 	}
 	sizelimit_release(&m->projids, v->part, fs, v->projid);
 	if (made_index)
 		(void)store_delete_index(m->store, v->name);
+	if (trashed) {
+		PartitionInfo info;
+
+		partition_snapshot(m->pool, v->part, &info);
+		(void)trash_enqueue(m->trash, fs, info.uuid, trash_name); /* not queued: deleted at the next start */
+	}
 	log_warning("volume %s: create failed and was rolled back: %s", v->name,
 		    reterr_msg && *reterr_msg ? *reterr_msg : errno_str(r));
 	return r;
@@ -468,7 +496,6 @@ static int remove_locked(Manager *m, Volume *v, char **reterr_msg)
 	_cleanup_free_ char *record = NULL, *index = NULL;
 	char trash_name[VOLUME_NAME_MAX + 24], pname[PARTITION_NAME_MAX];
 	size_t record_len = 0, index_len = 0;
-	uint64_t rnd = 0;
 	bool moved = true;
 	PartitionFs *fs;
 	PartitionInfo info;
@@ -536,13 +563,9 @@ static int remove_locked(Manager *m, Volume *v, char **reterr_msg)
 		goto out;
 	}
 
-	/* Moving the directory to the trash is atomic; deleting its contents can take long. */
-	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
-		rnd = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)v; /* only needs to differ from other trash names */
-	snprintf(trash_name, sizeof(trash_name), "%s.%016llx", v->name, (unsigned long long)rnd);
-	if (renameat(fs->volumes_fd, v->name, fs->trash_fd, trash_name) < 0) {
-		if (errno != ENOENT) {
-			r = negative_errno();
+	r = move_to_trash(fs, v->name, trash_name);
+	if (r < 0) {
+		if (r != -ENOENT) {
 			if (record)
 				(void)store_restore_record(fs, v->name, record, record_len);
 			put_back_index(m, v->name, index, index_len);

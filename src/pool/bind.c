@@ -62,11 +62,16 @@ unsigned bind_flags(const VolumeOptions *o, bool read_only, bool grants_unconfir
 	       (read_only ? MOUNT_BIND_RDONLY : 0);
 }
 
+void bind_root(const char *name, char *buf, size_t len)
+{
+	snprintf(buf, len, "/nvmevol/volumes/%s", name);
+}
+
 bool bind_entry_is_volume(const MountEntry *e, const char *name, dev_t dev)
 {
 	char root[VOLUME_NAME_MAX + 32];
 
-	snprintf(root, sizeof(root), "/nvmevol/volumes/%s", name);
+	bind_root(name, root, sizeof(root));
 	return e->dev == dev && streq(e->root, root);
 }
 

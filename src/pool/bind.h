@@ -23,6 +23,8 @@ Binds *binds_free(Binds *b);
 
 /* <PropagatedMount>/<name> */
 void bind_path(Binds *b, const char *name, char *buf, size_t len);
+/* The root of volume @name's bind as mountinfo shows it, in any mount namespace: "/nvmevol/volumes/<name>". */
+void bind_root(const char *name, char *buf, size_t len);
 /*
  * MOUNT_BIND_* flags for a volume: ro on a read-only (not adopted) partition;
  * nosuid and nodev unless its options allow them, the partition is adopted

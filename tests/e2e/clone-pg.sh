@@ -182,7 +182,7 @@ main() {
     # A clone of the stopped database needs no recovery.
     e2e_check "docker stop pgsrc" docker stop -t 30 pgsrc
     e2e_check "clone the stopped database" docker volume create -d "$E2E_PLUGIN" -o from=pgsrc pgcold
-    e2e_eq "it was not in use, so no freeze" false \
+    e2e_eq "it was not in use (it is frozen all the same: the plugin cannot see every bind)" false \
         "$(docker volume inspect -f '{{json .Status}}' pgcold | jq -r '.clone.source_in_use')"
     start_pg pgcold pgcold
     wait_ready pgcold

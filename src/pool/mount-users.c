@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli/mount-users.h"
+#include "pool/mount-users.h"
 #include "pool/mount.h"
 #include "util/alloc-util.h"
 #include "util/fs-util.h"

@@ -3,7 +3,9 @@
  * Who on this host still has a volume's bind mounted: every mount namespace
  * (one process of each) whose mountinfo shows a mount of the volume's
  * directory, read from /proc/<pid>/mountinfo. For `nvmevol volume release`,
- * run on the host as root (the plugin itself sees only its own PID namespace).
+ * run on the host as root, and for a clone's "is the source in use" (the
+ * plugin sees only the namespaces of its own PID namespace: a miss there
+ * proves nothing, so a clone does not rely on it alone).
  */
 #pragma once
 
