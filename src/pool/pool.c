@@ -22,6 +22,7 @@
 #include "device/probe.h"
 #include "pool/quota.h"
 #include "util/time-util.h"
+#include "util/deadline-call.h"
 #include "util/errmsg.h"
 #include "util/fs-util.h"
 #include "util/log.h"
@@ -914,8 +915,8 @@ static uint32_t devices_fingerprint(void)
 	}
 	if (d)
 		closedir(d);
-	/* A probe that did not answer and has finished since: its device can be read now. */
-	released = probe_deadline_released();
+	/* A probe that did not answer and has finished since: it may answer now. */
+	released = deadline_call_released();
 	return crc32c(crc, &released, sizeof(released));
 }
 
