@@ -13,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <linux/fs.h>
 #include <pthread.h>
@@ -35,6 +36,7 @@
 #include "clone/clone.h"
 #include "clone/clone-file.h"
 #include "clone/freeze.h"
+#include "util/deadline-call.h"
 #include "util/dircursor.h"
 #include "util/fs-util.h"
 #include "helpers/loopxfs.h"
@@ -903,22 +905,21 @@ Test(clone, recovery_thaws_only_a_freeze_that_nvmevol_marked)
 	pid_t pid;
 	int status, r;
 
-	/* Not frozen, no marker: the probe leaves it thawed and unmarked. */
-	cr_assert_eq(freeze_recover(root_fd, &m, true), 0);
+	/* Not frozen, no marker: nothing to do, nothing marked. */
+	cr_assert_eq(freeze_recover(root_fd, &m), 0);
 	assert_not_frozen();
 	cr_assert_not(marker_exists());
 
-	/* Someone else's freeze: reported, never thawed. */
+	/* Someone else's freeze: never thawed. */
 	cr_assert_eq(ioctl(root_fd, FIFREEZE, 0), 0);
-	cr_assert_eq(freeze_recover(root_fd, &m, true), -EBUSY);
-	cr_assert_eq(freeze_recover(root_fd, &m, false), 0, "without the probe nothing is known");
+	cr_assert_eq(freeze_recover(root_fd, &m), 0);
 	cr_assert_eq(freeze_thaw_leftover(root_fd), 1, "recovery thawed a freeze that was not nvmevol's");
 
 	/* A marker of another boot is no reason to thaw. */
 	cr_assert_eq(ioctl(root_fd, FIFREEZE, 0), 0);
 	cr_assert_eq(write_file_replace_at(markdir_fd, "part-uuid", "boot 00000000-0000-0000-0000-000000000000\n", 42,
 					   0600), 0);
-	cr_assert_eq(freeze_recover(root_fd, &m, true), -EBUSY);
+	cr_assert_eq(freeze_recover(root_fd, &m), 0);
 	cr_assert_not(marker_exists(), "the stale marker was kept");
 	cr_assert_eq(freeze_thaw_leftover(root_fd), 1);
 
@@ -935,11 +936,62 @@ Test(clone, recovery_thaws_only_a_freeze_that_nvmevol_marked)
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	cr_assert(marker_exists(), "no marker after the death");
-	r = freeze_recover(root_fd, &m, true);
+	r = freeze_recover(root_fd, &m);
 	cr_assert_eq(r, 1, "freeze_recover: %d", r);
 	assert_not_frozen();
 	cr_assert_not(marker_exists(), "the marker outlived the recovery");
 	marker_done();
+}
+
+/* freeze_probe_writes() on root_fd, and how long it took (ms). */
+static int probe_timed(const char *name, uint64_t *ms)
+{
+	uint64_t t0 = freeze_now_us();
+	int r = freeze_probe_writes(root_fd, name, 0711);
+
+	*ms = (freeze_now_us() - t0) / 1000;
+	return r;
+}
+
+Test(clone, the_write_probe_finds_a_freeze_without_freezing_and_changes_nothing)
+{
+	struct stat before, after;
+	uint64_t ms, released;
+	int r;
+
+	/* Thawed: an existing directory answers at once and nothing changes; a missing one is made. */
+	cr_assert_eq(fstat(root_fd, &before), 0);
+	cr_assert_eq(probe_timed("src", &ms), 0);
+	cr_assert_lt(ms, 100u, "the probe of a thawed filesystem took %" PRIu64 " ms", ms);
+	cr_assert_eq(fstat(root_fd, &after), 0);
+	cr_assert(before.st_mtim.tv_sec == after.st_mtim.tv_sec && before.st_mtim.tv_nsec == after.st_mtim.tv_nsec &&
+		  before.st_ctim.tv_sec == after.st_ctim.tv_sec && before.st_ctim.tv_nsec == after.st_ctim.tv_nsec,
+		  "the probe of an existing directory changed its parent");
+	assert_not_frozen();
+	cr_assert_eq(freeze_probe_writes(root_fd, "fresh", 0711), 0);
+	cr_assert_eq(fstatat(root_fd, "fresh", &after, 0), 0, "a missing directory was not made");
+	cr_assert(S_ISDIR(after.st_mode));
+
+	/* Frozen by someone else: no answer within the deadline, and it stays frozen. */
+	released = deadline_call_released();
+	cr_assert_eq(ioctl(root_fd, FIFREEZE, 0), 0);
+	r = probe_timed("src", &ms);
+	cr_assert_eq(r, -ETIMEDOUT, "the probe of a frozen filesystem answered %d", r);
+	cr_assert_geq(ms, FREEZE_PROBE_DEADLINE_MS - 10u);
+	cr_assert_lt(ms, FREEZE_PROBE_DEADLINE_MS + 1000u, "the probe waited %" PRIu64 " ms", ms);
+	/* The worker still waits: a second probe answers at once, no second worker. */
+	r = probe_timed("src", &ms);
+	cr_assert_eq(r, -ETIMEDOUT);
+	cr_assert_lt(ms, 100u, "a probe behind a waiting one took %" PRIu64 " ms", ms);
+	cr_assert_eq(deadline_call_released(), released, "the worker finished while frozen");
+	cr_assert_eq(freeze_thaw_leftover(root_fd), 1, "the probe thawed the freeze");
+
+	/* Thawed: the waiting worker finishes on its own (counted), and the next probe answers. */
+	for (int i = 0; i < 200 && deadline_call_released() == released; i++)
+		usleep(10 * 1000);
+	cr_assert_eq(deadline_call_released(), released + 1, "the worker's late answer was not counted");
+	cr_assert_eq(probe_timed("src", &ms), 0);
+	assert_not_frozen();
 }
 
 Test(clone, a_stop_thaws_the_freeze_in_progress_and_refuses_new_ones)

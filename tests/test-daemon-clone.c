@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/fs.h>
 #include <pthread.h>
 #include <sched.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "clone/freeze.h"
+#include "util/fs-util.h"
 #include "helpers/loopxfs.h"
 #include "helpers/testbed.h"
 #include "helpers/treecmp.h"
@@ -543,7 +545,81 @@ Test(daemon_clone, a_partition_frozen_by_someone_else_is_left_frozen_and_not_ser
 	cr_assert_neq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"kept\",\"ID\":\"m\"}"), 0, "a volume of a frozen partition mounted");
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"fresh\"}"), 0, "%s", client_err(&rep));
 	cr_assert_neq(part_of("fresh", other, sizeof(other)), part, "a new volume went to the frozen partition");
+	/* Thawed: served again without a restart (the probe's late answer brings a rescan). */
 	cr_assert_eq(RUN("fsfreeze", "-u", mp), 0);
+	for (int i = 0; i < 100; i++) {
+		cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"kept\"}"), 0, "%s", client_err(&rep));
+		if (json_is_true(json_object_get(status("partition"), "present")))
+			break;
+		usleep(50 * 1000);
+	}
+	cr_assert(json_is_true(json_object_get(status("partition"), "present")),
+		  "the partition was not served within 5 s of its thaw: %s",
+		  json_string_value(json_object_get(status("partition"), "problem")));
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"kept\",\"ID\":\"m\"}"), 0, "%s", client_err(&rep));
+}
+
+/* The daemon, started under strace -D (the daemon stays our child), logs its ioctl calls to @trace. */
+static int start_traced(const char *trace)
+{
+	const char *bin = getenv("NVMEVOL_BINARY") ?: "build/src/nvmevol";
+	char real[PATH_MAX], wrapper[600];
+	char *saved = getenv("NVMEVOL_BINARY") ? strdup(getenv("NVMEVOL_BINARY")) : NULL;
+	FILE *f;
+	int r;
+
+	cr_assert_not_null(realpath(bin, real), "%s: %s", bin, strerror(errno));
+	snprintf(wrapper, sizeof(wrapper), "%s/traced-daemon", tb.state);
+	f = fopen(wrapper, "we");
+	cr_assert_not_null(f);
+	fprintf(f, "#!/bin/sh\nexec strace -D -f -q -e trace=ioctl -o '%s' -- '%s' \"$@\"\n", trace, real);
+	cr_assert_eq(fclose(f), 0);
+	cr_assert_eq(chmod(wrapper, 0700), 0);
+	setenv("NVMEVOL_BINARY", wrapper, 1);
+	r = testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL });
+	if (saved)
+		setenv("NVMEVOL_BINARY", saved, 1);
+	else
+		unsetenv("NVMEVOL_BINARY");
+	free(saved);
+	return r;
+}
+
+Test(daemon_clone, a_read_write_attach_never_freezes_the_partition)
+{
+	char trace[500], src[700], exited[64];
+	char *log = NULL, *hit;
+	int r;
+
+	if (access("/usr/bin/strace", X_OK) != 0)
+		cr_skip_test("needs strace (package strace) to see the daemon's ioctl calls");
+	create_source("kept", "", src, sizeof(src));
+	testbed_stop(&tb, SIGTERM);
+	snprintf(trace, sizeof(trace), "%s/ioctl.trace", tb.state);
+	r = start_traced(trace);
+	cr_assert_eq(r, 0, "the daemon did not start under strace: %s", strerror(-r));
+	/* Both partitions attached read-write (start-up adopts): writes work on each. */
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"vol-a\"}"), 0, "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"vol-b\"}"), 0, "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"kept\",\"ID\":\"m\"}"), 0, "%s", client_err(&rep));
+	snprintf(exited, sizeof(exited), "%d +++ exited", (int)tb.pid);
+	testbed_stop(&tb, SIGTERM);
+	/* strace writes the exit of the daemon's main thread last. */
+	for (int i = 0; i < 100; i++) {
+		free(log);
+		log = NULL;
+		if (read_file_at(AT_FDCWD, trace, 64 << 20, &log, NULL) == 0 && strstr(log, exited))
+			break;
+		usleep(50 * 1000);
+	}
+	cr_assert(log && strstr(log, exited), "no complete trace in %s", trace);
+	cr_assert(strstr(log, "ioctl("), "the trace holds no ioctl at all: is strace tracing the daemon?");
+	hit = strstr(log, "FIFREEZE");
+	while (hit && hit > log && hit[-1] != '\n')
+		hit--; /* the whole line */
+	cr_assert_null(hit, "a start without a clone froze a partition: %.*s", (int)strcspn(hit ?: "", "\n"), hit ?: "");
+	cr_assert_null(strstr(log, "FITHAW"), "a start without a clone thawed a partition");
+	free(log);
 }
 
 /* ---- "in use" from the kernel, not from the plugin's count (issue 19, item 2) ---- */

@@ -11,6 +11,7 @@
 #include <sys/sysmacros.h>
 
 #include "pool/mount.h"
+#include "util/deadline-call.h"
 #include "util/fs-util.h"
 #include "util/strutil.h"
 
@@ -144,4 +145,72 @@ Test(mountinfo, parses_the_kernel_format)
 	cr_expect_eq(major(e[1].dev), 7);
 	cr_expect_str_eq(e[1].fstype, "xfs");
 	mount_entries_free(e, n);
+}
+
+/* A call that reads one byte from a pipe: it blocks until the test writes. */
+typedef struct PipeRead {
+	DeadlineCall call;
+	int fd;
+	int *freed; /* counts the frees, wherever they happen */
+} PipeRead;
+
+static int pipe_read_run(DeadlineCall *c)
+{
+	char b;
+
+	return read(((PipeRead *)c)->fd, &b, 1) == 1 ? b : -EIO;
+}
+
+static void pipe_read_free(DeadlineCall *c)
+{
+	__atomic_add_fetch(((PipeRead *)c)->freed, 1, __ATOMIC_SEQ_CST);
+	free(c);
+}
+
+static bool pipe_read_same(const DeadlineCall *a, const DeadlineCall *b)
+{
+	return ((const PipeRead *)a)->fd == ((const PipeRead *)b)->fd;
+}
+
+static PipeRead *pipe_read_new(int fd, int *freed)
+{
+	PipeRead *p = calloc(1, sizeof(*p));
+
+	cr_assert_not_null(p);
+	*p = (PipeRead){ .call = { .run = pipe_read_run, .free = pipe_read_free, .same = pipe_read_same },
+			 .fd = fd, .freed = freed };
+	return p;
+}
+
+Test(deadline_call, a_late_call_is_left_to_its_worker_and_blocks_no_second_one)
+{
+	int fds[2], freed = 0;
+	uint64_t released = deadline_call_released();
+	PipeRead *p;
+
+	cr_assert_eq(pipe(fds), 0);
+	/* Answered in time: the result, and the job is the caller's. */
+	cr_assert_eq(write(fds[1], "A", 1), 1);
+	p = pipe_read_new(fds[0], &freed);
+	cr_assert_eq(deadline_call(&p->call, 2000), 'A');
+	cr_assert_eq(freed, 0, "a job answered in time was freed for its caller");
+	pipe_read_free(&p->call);
+
+	/* Late: -ETIMEDOUT, and a second call for the same thing does not wait or start a worker. */
+	cr_assert_eq(deadline_call(&pipe_read_new(fds[0], &freed)->call, 100), -ETIMEDOUT);
+	cr_assert_eq(deadline_call(&pipe_read_new(fds[0], &freed)->call, 5000), -ETIMEDOUT);
+	cr_assert_eq(__atomic_load_n(&freed, __ATOMIC_SEQ_CST), 2, "the refused second job was not freed at once");
+	cr_assert_eq(deadline_call_released(), released);
+
+	/* Its answer comes: the worker frees its job and counts it; the next call runs. */
+	cr_assert_eq(write(fds[1], "BC", 2), 2);
+	for (int i = 0; i < 200 && deadline_call_released() == released; i++)
+		usleep(10 * 1000);
+	cr_assert_eq(deadline_call_released(), released + 1);
+	cr_assert_eq(__atomic_load_n(&freed, __ATOMIC_SEQ_CST), 3);
+	p = pipe_read_new(fds[0], &freed);
+	cr_assert_eq(deadline_call(&p->call, 2000), 'C');
+	pipe_read_free(&p->call);
+	close(fds[0]);
+	close(fds[1]);
 }

@@ -9,11 +9,13 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "clone/freeze.h"
+#include "util/deadline-call.h"
 #include "util/errmsg.h"
 #include "util/fs-util.h"
 #include "util/log.h"
@@ -301,25 +303,74 @@ int freeze_end(Freeze *f, uint64_t *ret_frozen_us)
 	return r;
 }
 
-int freeze_recover(int fs_fd, const FreezeMarker *marker, bool probe)
+int freeze_recover(int fs_fd, const FreezeMarker *marker)
 {
-	Freeze f;
 	int r;
 
-	if (marker && marker_is_ours(marker)) {
-		r = freeze_thaw_leftover(fs_fd);
-		if (r >= 0)
-			marker_remove(marker->dir_fd, marker->name);
-		return r;
-	}
-	if (!probe)
+	if (!marker || !marker_is_ours(marker))
 		return 0;
-	/* FIFREEZE answers EBUSY without waiting where someone holds a freeze; a write would wait for the thaw. */
-	r = freeze_begin(&f, fs_fd, marker, 0);
-	if (r < 0)
-		return r;
-	r = freeze_end(&f, NULL);
-	return r == -ESTALE ? 0 : r;
+	r = freeze_thaw_leftover(fs_fd);
+	if (r >= 0)
+		marker_remove(marker->dir_fd, marker->name);
+	return r;
+}
+
+/* A write probe: its own descriptor (the caller's may be closed while it waits) and name. */
+typedef struct WriteProbe {
+	DeadlineCall call; /* first: a DeadlineCall * is the WriteProbe * */
+	int fd;
+	dev_t dev;
+	mode_t mode;
+	char name[];
+} WriteProbe;
+
+static int write_probe_run(DeadlineCall *c)
+{
+	WriteProbe *w = (WriteProbe *)c;
+
+	if (mkdirat(w->fd, w->name, w->mode) < 0 && errno != EEXIST)
+		return negative_errno();
+	return 0;
+}
+
+static void write_probe_free(DeadlineCall *c)
+{
+	WriteProbe *w = (WriteProbe *)c;
+
+	(void)close(w->fd);
+	free(w);
+}
+
+static bool write_probe_same(const DeadlineCall *a, const DeadlineCall *b)
+{
+	return ((const WriteProbe *)a)->dev == ((const WriteProbe *)b)->dev;
+}
+
+int freeze_probe_writes(int fs_fd, const char *dir_name, mode_t mode)
+{
+	size_t len = strlen(dir_name) + 1;
+	struct stat st;
+	WriteProbe *w;
+	int r;
+
+	/* fstat takes no write access: it answers on a frozen filesystem. */
+	if (fstat(fs_fd, &st) < 0)
+		return negative_errno();
+	w = malloc(sizeof(*w) + len);
+	if (!w)
+		return -ENOMEM;
+	*w = (WriteProbe){ .call = { .run = write_probe_run, .free = write_probe_free, .same = write_probe_same },
+			   .dev = st.st_dev, .mode = mode };
+	memcpy(w->name, dir_name, len);
+	w->fd = fcntl(fs_fd, F_DUPFD_CLOEXEC, 3);
+	if (w->fd < 0) {
+		free(w);
+		return negative_errno();
+	}
+	r = deadline_call(&w->call, FREEZE_PROBE_DEADLINE_MS);
+	if (r != -ETIMEDOUT)
+		write_probe_free(&w->call); /* else the worker's now */
+	return r;
 }
 
 int freeze_thaw_leftover(int fs_fd)

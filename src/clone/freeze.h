@@ -83,12 +83,38 @@ bool freeze_aborted(void);
  * At attach, before anything is written to the filesystem of @fs_fd: thaws it
  * if @marker says nvmevol froze it in this boot (1: it was frozen; 0: it was
  * not), and removes the marker (one of an earlier boot is removed unread).
- * Without such a marker and with @probe, finds out without waiting whether
- * someone else holds it frozen: FIFREEZE answers EBUSY then (-EBUSY here),
- * else it is thawed again at once, under a marker like any freeze. Never
- * blocks on a frozen filesystem.
+ * Never blocks on a frozen filesystem, and leaves anyone else's freeze alone:
+ * freeze_probe_writes() tells whether there is one.
  */
-int freeze_recover(int fs_fd, const FreezeMarker *marker, bool probe);
+int freeze_recover(int fs_fd, const FreezeMarker *marker);
+
+/*
+ * How long freeze_probe_writes() waits. On a filesystem that takes writes the
+ * probe answers in microseconds, or after one directory read when the name is
+ * not cached, so 500 ms is far above a real answer even on a busy disk; it is
+ * paid once per attach of a partition that does not take writes (start-up
+ * waits for it), and a probe that was merely slow is made good by the rescan
+ * its late answer causes (deadline_call_released()).
+ */
+#define FREEZE_PROBE_DEADLINE_MS 500
+
+/*
+ * Whether the filesystem of @fs_fd takes writes, without freezing it (a
+ * FIFREEZE would sync the whole filesystem while holding every writer) and
+ * without changing it: mkdirat() of @dir_name, a directory under @fs_fd,
+ * takes the mount's write access (sb_start_write) before it looks the name
+ * up, so it waits while the filesystem is frozen and otherwise answers EEXIST
+ * at once (a @dir_name that does not exist yet is made with @mode, as the
+ * caller would). That wait is uninterruptible (6.18 XFS: D state in
+ * percpu_rwsem_wait, SIGKILL does not end it before the thaw), so it runs in
+ * a worker (util/deadline-call.h) on its own copy of @fs_fd.
+ *
+ * 0: it takes writes. -ETIMEDOUT: no answer within FREEZE_PROBE_DEADLINE_MS
+ * (frozen by someone else, or a device that does not answer), or an earlier
+ * probe of this filesystem still has not answered; the worker finishes on its
+ * own and deadline_call_released() counts it then. Else -errno of mkdirat.
+ */
+int freeze_probe_writes(int fs_fd, const char *dir_name, mode_t mode);
 
 /* FITHAW, whoever froze it: 1 if it was frozen, 0 if not, or -errno. For tests and for freeze_recover(). */
 int freeze_thaw_leftover(int fs_fd);

@@ -22,6 +22,7 @@
 #include "device/probe.h"
 #include "pool/quota.h"
 #include "util/time-util.h"
+#include "util/deadline-call.h"
 #include "util/errmsg.h"
 #include "util/fs-util.h"
 #include "util/log.h"
@@ -30,6 +31,8 @@
 
 #define XFS_SUPER_MAGIC 0x58465342
 #define MAX_PARTITIONS 256
+#define TREE_DIR "nvmevol" /* nvmevol's tree at the root of a partition */
+#define TREE_DIR_MODE 0711
 
 struct Pool {
 	const Settings *cfg;
@@ -534,7 +537,7 @@ static int lay_out(const char *mountpoint, PartitionFs *fs, char **ret_why)
 	if (st.st_dev != fs->dev || sf.f_type != XFS_SUPER_MAGIC)
 		return -EXDEV;
 
-	r = open_subdir(fs->root_fd, "nvmevol", 0711, fs->dev, create, &created);
+	r = open_subdir(fs->root_fd, TREE_DIR, TREE_DIR_MODE, fs->dev, create, &created);
 	if (r == -ENOENT && !create)
 		return 0;
 	if (r < 0)
@@ -649,10 +652,13 @@ void pool_set_freeze_dir(Pool *p, int dir_fd)
 
 /*
  * Before anything is written to the mount: a frozen filesystem makes every
- * write wait. Thaws what a crash of ours left frozen (the marker says so);
- * a freeze of someone else's is left alone and keeps the partition out
- * (-EBUSY) until a scan finds it thawed. A read-only attach writes nothing,
- * so it is not probed.
+ * write wait. Thaws what a crash of ours left frozen (the marker says so).
+ * A read-write attach then checks that the filesystem takes writes, without
+ * freezing it (freeze_probe_writes()); one that does not (someone else's
+ * freeze, or a device that does not answer) is left alone and kept out
+ * (-ETIMEDOUT) until a scan finds it answering: the probe's late answer
+ * causes that scan (devices_fingerprint()). A read-only attach writes
+ * nothing, so it is not probed.
  */
 static int recover_freeze(Pool *p, Partition *part, const char *device, bool read_only, char **why)
 {
@@ -662,15 +668,22 @@ static int recover_freeze(Pool *p, Partition *part, const char *device, bool rea
 
 	if (fd < 0)
 		return 0; /* the layout's open says why */
-	r = freeze_recover(fd, p->freeze_dir_fd >= 0 ? &m : NULL, !read_only);
+	r = freeze_recover(fd, p->freeze_dir_fd >= 0 ? &m : NULL);
 	if (r > 0)
 		log_warning("partition on %s was frozen by nvmevol (a freeze interrupted by a crash): thawed", device);
-	else if (r == -EBUSY) {
-		*why = why_printf("%s is frozen by someone else (fsfreeze, not nvmevol): it is not served, and not "
-				  "thawed, until 'fsfreeze --unfreeze %s'", device, part->mountpoint);
+	else if (r < 0)
+		log_warning("partition on %s: cannot thaw what nvmevol froze: %s", device, errno_str(r));
+	if (read_only)
+		return 0;
+	r = freeze_probe_writes(fd, TREE_DIR, TREE_DIR_MODE);
+	if (r == -ETIMEDOUT) {
+		*why = why_printf("%s does not take writes: frozen by someone else (fsfreeze), or its device does not "
+				  "answer writes: not served until it does; 'fsfreeze --unfreeze %s' if it was frozen",
+				  device, part->mountpoint);
 		return r;
-	} else if (r < 0)
-		log_warning("partition on %s: cannot check whether it is frozen: %s", device, errno_str(r));
+	}
+	if (r < 0)
+		log_warning("partition on %s: cannot check whether it takes writes: %s", device, errno_str(r));
 	return 0;
 }
 
@@ -989,8 +1002,8 @@ static uint32_t devices_fingerprint(void)
 	}
 	if (d)
 		closedir(d);
-	/* A probe that did not answer and has finished since: its device can be read now. */
-	released = probe_deadline_released();
+	/* A device probe or a write probe that did not answer and has finished since: it may answer now. */
+	released = deadline_call_released();
 	return crc32c(crc, &released, sizeof(released));
 }
 
