@@ -98,8 +98,8 @@ static void attach_extra(int slot, char *dev, size_t len)
 		tb.n_parts = slot + 1;
 }
 
-/* Traces the daemon (every thread) with each read of @device delayed by a minute. */
-static void delay_reads_of(const char *device)
+/* Traces the daemon (every thread), injecting @inject into the calls @trace makes on @device. */
+static void trace_device(const char *device, const char *trace, const char *inject)
 {
 	char pid[16], status[64] = "", line[256];
 	FILE *f;
@@ -108,8 +108,8 @@ static void delay_reads_of(const char *device)
 	tracer = fork();
 	cr_assert_geq(tracer, 0);
 	if (tracer == 0) {
-		execlp("strace", "strace", "-f", "-qq", "-o", "/dev/null", "-p", pid, "-P", device, "-e",
-		       "trace=read,pread64", "-e", "inject=read,pread64:delay_enter=60s", (char *)NULL);
+		execlp("strace", "strace", "-f", "-qq", "-o", "/dev/null", "-p", pid, "-P", device, "-e", trace, "-e",
+		       inject, (char *)NULL);
 		_exit(127);
 	}
 	/* Attached once the daemon's main thread names a tracer. */
@@ -127,6 +127,12 @@ static void delay_reads_of(const char *device)
 		usleep(50 * 1000);
 	}
 	usleep(300 * 1000); /* the other threads */
+}
+
+/* Each read of @device delayed by a minute: a suspended device-mapper target, as the daemon sees it. */
+static void delay_reads_of(const char *device)
+{
+	trace_device(device, "trace=read,pread64", "inject=read,pread64:delay_enter=60s");
 }
 
 typedef struct Timed {
@@ -234,6 +240,47 @@ Test(avail, a_device_whose_reads_hang_never_holds_get_list_or_create)
  * An unattached loop device listed in /proc/partitions before @device (scans go in that order: the old
  * code then met the copy first), or "" if there is none.
  */
+/*
+ * A scan whose probe cannot read a pool partition's device (EIO on its open)
+ * learns nothing about it: the partition, mounted and verified, stays served.
+ * (Found by errinject: a rescan in the window of an Unmount took the
+ * partition for gone.)
+ */
+Test(avail, a_probe_that_cannot_read_a_pool_device_keeps_its_partition)
+{
+	char trigger[64], dir[700], file[800], mp[400];
+	const char *state;
+	int err = 0;
+
+	testbed_require_root();
+	if (access("/usr/bin/strace", X_OK) != 0)
+		cr_skip_test("needs strace (Debian package strace) to fail a device's open");
+	testbed_setup(&tb, 1, selftest_off);
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"kept\"}"), 0, "%s", client_err(&rep));
+	testbed_volume_dir(&tb, 0, "kept", dir, sizeof(dir));
+	snprintf(file, sizeof(file), "%s/data", dir);
+	cr_assert_eq(testbed_write_bytes(file, 4096, false, &err), 4096, "%s", strerror(err));
+
+	trace_device(tb.parts[0].device, "trace=openat", "inject=openat:error=EIO");
+	/* A new device: the background rescan probes every device, and the pool's fails. */
+	attach_extra(1, trigger, sizeof(trigger));
+	usleep(2000 * 1000);
+	stop_tracer();
+
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"kept\"}"), 0, "%s", client_err(&rep));
+	state = json_string_value(json_object_get(json_object_get(json_object_get(rep.json, "Volume"), "Status"), "state"));
+	cr_assert_str_eq(state ? state : "(none)", "ready", "the partition was taken for gone after a failed probe");
+	testbed_part_mountpoint(&tb, 0, mp, sizeof(mp));
+	{
+		char *line = mountinfo_line(mp);
+
+		cr_assert_not_null(line, "the partition was unmounted after a failed probe");
+		free(line);
+	}
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"kept\",\"ID\":\"a\"}"), 0, "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"kept\",\"ID\":\"a\"}"), 0, "%s", client_err(&rep));
+}
+
 static void loop_listed_before(const char *device, char *buf, size_t len)
 {
 	char line[256], name[128];

@@ -132,7 +132,13 @@ static int probe_all_devices(unsigned timeout_ms, ProbedDevice **ret, size_t *re
 			continue;
 		snprintf(path, sizeof(path), "/dev/%s", name);
 		k = probe_device_deadline(path, timeout_ms, &d);
-		if (k == -ETIMEDOUT) {
+		/*
+		 * A probe that timed out, or failed to read (an I/O error, a busy or
+		 * interrupted open), tells nothing about what the device holds: it
+		 * is listed apart, so that a mounted partition on it is not taken
+		 * for gone. Only a device that is gone or empty is left out.
+		 */
+		if (k == -ETIMEDOUT || k == -EIO || k == -EAGAIN || k == -EBUSY || k == -EINTR) {
 			d.device = strdup(path);
 			r = d.device ? append(stuck, n_stuck, &d) : -ENOMEM;
 		} else if (k == 0)

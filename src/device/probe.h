@@ -24,8 +24,9 @@ void probed_devices_free(ProbedDevice *devs, size_t n);
  * Non-XFS candidates are returned too (fstype tells); the caller reports them.
  * Explicit entries that cannot be resolved are returned with fstype NULL and
  * device set to the entry text. Each device is probed within @timeout_ms
- * (probe-deadline.h); those that do not answer are skipped and listed in
- * *ret_stuck (device set, nothing else).
+ * (probe-deadline.h); those that do not answer in time, or whose probe
+ * fails with an I/O error, are skipped and listed in *ret_stuck (device set,
+ * nothing else): what they hold is unknown, not absent.
  */
 #define PROBE_DEADLINE_MS 2000 /* the usual @timeout_ms: a device whose superblock is not read by then is skipped */
 int probe_scan(const char *label_prefix, char *const *explicit_devices, size_t n_explicit, unsigned timeout_ms,
