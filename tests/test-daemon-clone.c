@@ -585,10 +585,29 @@ static int start_traced(const char *trace)
 	return r;
 }
 
+/*
+ * Whether strace's log (-f -o) has the exit line of process @pid: "PID +++
+ * exited with N +++", where strace pads PID to five columns, so the spaces
+ * after it vary.
+ */
+static bool trace_has_exit(const char *log, pid_t pid)
+{
+	for (const char *line = log; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		int p;
+		char c;
+
+		if (sscanf(line, "%d +++ exite%c", &p, &c) == 2 && p == (int)pid)
+			return true;
+	}
+	return false;
+}
+
 Test(daemon_clone, a_read_write_attach_never_freezes_the_partition)
 {
-	char trace[500], src[700], exited[64];
+	char trace[500], src[700];
 	char *log = NULL, *hit;
+	bool complete;
+	pid_t daemon;
 	int r;
 
 	if (access("/usr/bin/strace", X_OK) != 0)
@@ -602,17 +621,25 @@ Test(daemon_clone, a_read_write_attach_never_freezes_the_partition)
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"vol-a\"}"), 0, "%s", client_err(&rep));
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"vol-b\"}"), 0, "%s", client_err(&rep));
 	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"kept\",\"ID\":\"m\"}"), 0, "%s", client_err(&rep));
-	snprintf(exited, sizeof(exited), "%d +++ exited", (int)tb.pid);
+	daemon = tb.pid; /* testbed_stop() forgets it */
 	testbed_stop(&tb, SIGTERM);
 	/* strace writes the exit of the daemon's main thread last. */
-	for (int i = 0; i < 100; i++) {
+	for (int i = 0; i < 200; i++) {
 		free(log);
 		log = NULL;
-		if (read_file_at(AT_FDCWD, trace, 64 << 20, &log, NULL) == 0 && strstr(log, exited))
+		if (read_file_at(AT_FDCWD, trace, 64 << 20, &log, NULL) == 0 && trace_has_exit(log, daemon))
 			break;
 		usleep(50 * 1000);
 	}
-	cr_assert(log && strstr(log, exited), "no complete trace in %s", trace);
+	complete = log && trace_has_exit(log, daemon);
+	if (!complete) {
+		char tail[400] = "";
+
+		if (log)
+			snprintf(tail, sizeof(tail), "%s", log + (strlen(log) > 300 ? strlen(log) - 300 : 0));
+		free(TAKE_PTR(log));
+		cr_assert(false, "no complete trace of process %d in %s; it ends with: %s", (int)daemon, trace, tail);
+	}
 	cr_assert(strstr(log, "ioctl("), "the trace holds no ioctl at all: is strace tracing the daemon?");
 	hit = strstr(log, "FIFREEZE");
 	while (hit && hit > log && hit[-1] != '\n')

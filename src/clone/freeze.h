@@ -90,13 +90,15 @@ int freeze_recover(int fs_fd, const FreezeMarker *marker);
 
 /*
  * How long freeze_probe_writes() waits. On a filesystem that takes writes the
- * probe answers in microseconds, or after one directory read when the name is
- * not cached, so 500 ms is far above a real answer even on a busy disk; it is
- * paid once per attach of a partition that does not take writes (start-up
- * waits for it), and a probe that was merely slow is made good by the rescan
- * its late answer causes (deadline_call_released()).
+ * probe answers in microseconds, or after one directory read (or one
+ * directory made, on a new partition) when the name is not cached; on a host
+ * whose disks are busy that can take hundreds of ms (seen in CI: a partition
+ * refused at 500 ms), so the deadline is the device probe's (2 s). It is paid
+ * once per attach of a partition that does not take writes (start-up waits
+ * for it), and a probe that was merely slow is made good by the rescan its
+ * late answer causes (deadline_call_released()).
  */
-#define FREEZE_PROBE_DEADLINE_MS 500
+#define FREEZE_PROBE_DEADLINE_MS 2000
 
 /*
  * Whether the filesystem of @fs_fd takes writes, without freezing it (a
