@@ -94,6 +94,7 @@ const char *teardown_tmpdir(const char *fallback)
 		d = getenv("NVMEVOL_TEST_TMPDIR_DEFAULT");
 	if (!d || !*d)
 		return fallback;
-	(void)mkdir(d, 0700);
+	/* 0755: tests run commands as nobody (setpriv) below their testbed. */
+	(void)mkdir(d, 0755);
 	return d;
 }
