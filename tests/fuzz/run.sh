@@ -23,7 +23,10 @@
 # Limits: -rss_limit_mb=512 (and malloc_limit_mb, which defaults to it) with
 # ASan's quarantine at 64 MB: at its default 256 MB the quarantine alone
 # reached the rss limit in a soak while the live heap was 24 MB. Leak
-# detection stays on.
+# detection stays on. -timeout=10 (FUZZ_TIMEOUT): with 1 s, a 40-minute soak
+# of two targets on a shared 2-core machine ended with both "timing out" at
+# the same instant on inputs that run in 2 and 20 ms: a stall of the machine,
+# not of the code. An input that really hangs still fails in 10 s.
 set -euo pipefail
 
 SECS=${1:-45}
@@ -74,7 +77,7 @@ run_one() {
 	: >"$start"
 	# First corpus dir: where new inputs go. The seed dir is only read.
 	"$BUILD/tests/fuzz/$t" "$corpus" "$HERE/$t" -dict="$HERE/$t.dict" \
-		-max_total_time="$SECS" -timeout=1 -rss_limit_mb=512 -max_len=131072 \
+		-max_total_time="$SECS" -timeout="${FUZZ_TIMEOUT:-10}" -rss_limit_mb=512 -max_len=131072 \
 		-artifact_prefix="$art/" -print_final_stats=1 "${EXTRA_ARGS[@]}" >"$logf" 2>&1 || rc=$?
 	local execs crashes after verdict=ok
 	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$logf" | tail -1)
