@@ -116,37 +116,20 @@ meson_suite() {
 	return $rc
 }
 
-# ensure_test_hooks DIR: a build reused from before must have -Dtest_hooks=true, or the test-hook tests
-# skip and the NVMEVOL_TEST_* hooks (NVMEVOL_TEST_FREEZE_NO_GUARDIAN...) are silently ignored.
-ensure_test_hooks() {
-	local dir=$1 v
-	test_hooks_of() {
-		meson introspect "$1" --buildoptions |
-			python3 -c 'import json, sys; print([o["value"] for o in json.load(sys.stdin) if o["name"] == "test_hooks"][0])'
-	}
-	v=$(test_hooks_of "$dir")
-	if [ "$v" != True ]; then
-		echo "$dir: test_hooks is '$v': meson configure $dir -Dtest_hooks=true"
-		meson configure "$dir" -Dtest_hooks=true || return 1
-		v=$(test_hooks_of "$dir")
-	fi
-	[ "$v" = True ] || { echo "$dir: test_hooks is still '$v'"; return 1; }
-}
-
 stage_build() {
 	[ -d build ] || meson setup build -Dtest_hooks=true || return 1
-	ensure_test_hooks build || return 1
+	tests/ensure-test-hooks.sh build || return 1
 	ninja -C build || return 1
 }
 
 stage_unit() {
-	ensure_test_hooks build || return 1
+	tests/ensure-test-hooks.sh build || return 1
 	meson_suite build unit
 }
 
 stage_asan() {
 	[ -d build-asan ] || meson setup --native-file .ci/build-asan.ini build-asan -Dtest_hooks=true || return 1
-	ensure_test_hooks build-asan || return 1
+	tests/ensure-test-hooks.sh build-asan || return 1
 	ninja -C build-asan || return 1
 	meson_suite build-asan asan
 }
