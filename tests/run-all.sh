@@ -77,9 +77,12 @@ run_stage() {
 		fi
 		[ -f "$LOGDIR/$stage.ids" ] || OTHER_TESTS=$((OTHER_TESTS + p + f))
 	fi
-	if [[ $PRIVILEGED_STAGES == *" $stage "* ]] && ! tests/check-leftovers.sh "$NVMEVOL_TEST_TMPDIR" 2>&1 | tee -a "$log"; then
-		echo "$stage: left loop devices, mounts or fixture directories behind (above)" | tee -a "$log"
-		f=$((f + 1))
+	if [[ $PRIVILEGED_STAGES == *" $stage "* ]]; then
+		tests/check-leftovers.sh "$NVMEVOL_TEST_TMPDIR" 2>&1 | tee -a "$log"
+		if [ "${PIPESTATUS[0]}" -ne 0 ]; then
+			echo "$stage: left loop devices, mounts or fixture directories behind (above)" | tee -a "$log"
+			f=$((f + 1))
+		fi
 	fi
 	record "$stage" "$p" "$f" "$s" $((end - start))
 }
