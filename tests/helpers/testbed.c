@@ -234,8 +234,10 @@ static int unmount_below(const char *dir, char *why, size_t why_len)
 		FILE *f = fopen("/proc/self/mountinfo", "r");
 
 		if (!f) {
-			snprintf(why, why_len, "/proc/self/mountinfo: %s", strerror(errno));
-			return -errno;
+			int r = -errno;
+
+			snprintf(why, why_len, "/proc/self/mountinfo: %s", strerror(-r));
+			return r;
 		}
 		while (fgets(line, sizeof(line), f) && n < 64) {
 			char target[512];
