@@ -9,72 +9,82 @@
 #   registry, the admin command) against a real dockerd, and the self-test drift
 #   under a real throttle.
 # Usage: tests/run-all.sh [stage...]    stages: deps build unit asan fuzz reliability drift qemu e2e compose clone swarm admin
-# Ends with one line "N passed, N failed" summing every stage's tests.
+# Ends with "N tests, M runs" (distinct tests; unit and asan run the same ones) and one line
+# "N passed, N failed" summing every stage's tests. deps and build are steps, not tests: they count
+# only when they fail. A stage that ran no test fails. With CI=true (.ci/run) a skipped test is a
+# failure unless tests/allowed-skips.txt lists it with its reason. After each stage that makes loop
+# devices, tests/check-leftovers.sh must find none of them left attached or mounted.
 set -u
 cd "$(dirname "$0")/.."
 REPO=$PWD
 LOGDIR=${NVMEVOL_TEST_LOGS:-$REPO/build-logs}
 mkdir -p "$LOGDIR"
+rm -f "$LOGDIR"/*.ids "$LOGDIR"/*.skips
+CI=${CI:-false}
+ALLOWED_SKIPS=${NVMEVOL_ALLOWED_SKIPS:-$REPO/tests/allowed-skips.txt}
+# This run's fixtures (loop images, testbeds) live here, so the leftover check sees only this run's.
+NVMEVOL_TEST_TMPDIR=$(mktemp -d /var/tmp/nvmevol-run.XXXXXX) && chmod 755 "$NVMEVOL_TEST_TMPDIR" || exit 1
+export NVMEVOL_TEST_TMPDIR
 
 TOTAL_PASS=0
 TOTAL_FAIL=0
+TOTAL_SKIP=0
+OTHER_TESTS=0 # tests of the stages that report no test names (each stage's own)
 STAGE_RESULTS=()
+STEP_STAGES=" deps build "
+PRIVILEGED_STAGES=" unit asan reliability drift "
 
 note() { printf '\n=== %s ===\n' "$*"; }
 
-# Adds a stage's counts; a stage that could not run at all counts as one failure.
+# Adds a stage's counts.
 record() {
-	local stage=$1 pass=$2 fail=$3 secs=$4
+	local stage=$1 pass=$2 fail=$3 skip=$4 secs=$5
 	TOTAL_PASS=$((TOTAL_PASS + pass))
 	TOTAL_FAIL=$((TOTAL_FAIL + fail))
-	STAGE_RESULTS+=("$(printf '%-12s %5d passed %4d failed %6ss' "$stage" "$pass" "$fail" "$secs")")
+	TOTAL_SKIP=$((TOTAL_SKIP + skip))
+	STAGE_RESULTS+=("$(printf '%-12s %5d passed %4d failed %4d skipped %6ss' "$stage" "$pass" "$fail" "$skip" "$secs")")
 }
 
-# Counts from a "N passed, N failed" line in a log, or 0/1 if the stage printed none.
+# "P F S" from the last "N passed, N failed[, N skipped]" line in a log, or "0 1 0" if the stage printed none.
 counts_from_log() {
 	local line
 	line=$(grep -E '^[A-Za-z]*:? ?[0-9]+ passed, [0-9]+ failed' "$1" | tail -1)
 	if [ -z "$line" ]; then
-		echo "0 1"
+		echo "0 1 0"
 		return
 	fi
-	echo "$line" | sed -E 's/^[^0-9]*([0-9]+) passed, ([0-9]+) failed.*/\1 \2/'
-}
-
-# Counts from meson's testlog.json: one entry per test program.
-counts_from_meson() {
-	python3 - "$1" <<'PY'
-import json, re, sys
-p = f = 0
-for line in open(sys.argv[1]):
-    t = json.loads(line)
-    ok = t["result"] in ("OK", "SKIP", "EXPECTEDFAIL")
-    # Criterion prints one synthesis per program: count its tests, not the program.
-    m = re.findall(r"Synthesis: Tested: (\d+) \| Passing: (\d+) \| Failing: (\d+) \| Crashing: (\d+)",
-                   (t.get("stdout") or "") + (t.get("stderr") or ""))
-    if m:
-        tested, passing, failing, crashing = map(int, m[-1])
-        p += passing
-        f += failing + crashing + (0 if ok or failing + crashing else 1)
-    elif ok:
-        p += 1
-    else:
-        f += 1
-print(p, f)
-PY
+	echo "$line" | sed -E 's/^[^0-9]*([0-9]+) passed, ([0-9]+) failed(, ([0-9]+) skipped)?.*/\1 \2 0\4/'
 }
 
 run_stage() {
 	local stage=$1; shift
-	local start end log=$LOGDIR/$stage.log
+	local start end log=$LOGDIR/$stage.log p f s
 	note "$stage"
 	start=$(date +%s)
 	"$@" 2>&1 | tee "$log"
 	local rc=${PIPESTATUS[0]}
 	end=$(date +%s)
-	read -r p f < <(counts_from_log "$log")
-	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
-	record "$stage" "$p" "$f" $((end - start))
+	if [[ $STEP_STAGES == *" $stage "* ]]; then
+		# Not a test: only a failure counts.
+		p=0 s=0 f=$((rc != 0))
+	else
+		read -r p f s < <(counts_from_log "$log")
+		s=$((10#$s))
+		if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+		if [ "$p" -eq 0 ] && [ "$f" -eq 0 ]; then
+			echo "$stage: no test ran" | tee -a "$log"
+			f=1
+		fi
+		[ -f "$LOGDIR/$stage.ids" ] || OTHER_TESTS=$((OTHER_TESTS + p + f))
+	fi
+	if [[ $PRIVILEGED_STAGES == *" $stage "* ]]; then
+		tests/check-leftovers.sh "$NVMEVOL_TEST_TMPDIR" 2>&1 | tee -a "$log"
+		if [ "${PIPESTATUS[0]}" -ne 0 ]; then
+			echo "$stage: left loop devices, mounts or fixture directories behind (above)" | tee -a "$log"
+			f=$((f + 1))
+		fi
+	fi
+	record "$stage" "$p" "$f" "$s" $((end - start))
 }
 
 stage_deps() {
@@ -87,32 +97,44 @@ stage_deps() {
 		qemu-system-x86 cpio kmod busybox-static \
 		docker.io docker-registry docker-compose debootstrap iproute2 \
 		prometheus python3-prometheus-client gnuplot-nox scdoc man-db >/dev/null || return 1
-	echo "1 passed, 0 failed"
 }
 
+# meson_suite DIR STAGE [meson test args]: runs the suite and prints "P passed, F failed, S skipped"
+# (tests/count-results.py: each Criterion test counts, skips are listed; in CI an unlisted skip fails).
 meson_suite() {
-	local dir=$1; shift
+	local dir=$1 stage=$2 counts allow=()
+	shift 2
+	rm -f "$dir"/tests/*.criterion.json "$LOGDIR/$stage.ids" "$LOGDIR/$stage.skips"
 	meson test -C "$dir" --print-errorlogs --num-processes 2 "$@"
 	local rc=$?
-	read -r p f < <(counts_from_meson "$dir/meson-logs/testlog.json")
-	echo "$p passed, $f failed"
+	[ "$CI" = true ] && allow=(--allow "$ALLOWED_SKIPS")
+	counts=$(python3 tests/count-results.py "$dir/meson-logs/testlog.json" --ids "$LOGDIR/$stage.ids" \
+		--skips "$LOGDIR/$stage.skips" "${allow[@]}") || counts="0 1 0"
+	read -r p f s <<<"$counts"
+	if [ -s "$LOGDIR/$stage.skips" ]; then
+		echo "skipped tests ($LOGDIR/$stage.skips):"
+		sed 's/^/  /' "$LOGDIR/$stage.skips"
+	fi
+	echo "$p passed, $f failed, $s skipped"
 	return $rc
 }
 
 stage_build() {
 	[ -d build ] || meson setup build -Dtest_hooks=true || return 1
+	tests/ensure-test-hooks.sh build || return 1
 	ninja -C build || return 1
-	echo "1 passed, 0 failed"
 }
 
 stage_unit() {
-	meson_suite build
+	tests/ensure-test-hooks.sh build || return 1
+	meson_suite build unit
 }
 
 stage_asan() {
 	[ -d build-asan ] || meson setup --native-file .ci/build-asan.ini build-asan -Dtest_hooks=true || return 1
+	tests/ensure-test-hooks.sh build-asan || return 1
 	ninja -C build-asan || return 1
-	meson_suite build-asan
+	meson_suite build-asan asan
 }
 
 # 15 s per target keeps the whole run within budget; tests/fuzz/run.sh N runs longer.
@@ -123,13 +145,16 @@ stage_drift() { tests/drift/drift.sh; }
 # Both qemu suites; one "N passed, N failed" line for the stage.
 stage_qemu() {
 	local p=0 f=0 rc=0 out line
-	for suite in tests/qemu/run-quota-tests.sh tests/qemu/run-nvme-tests.sh tests/qemu/run-clone-quota-tests.sh; do
+	# NVMEVOL_QEMU_SUITES: other scripts in their place (to check this stage's counting on fakes).
+	for suite in ${NVMEVOL_QEMU_SUITES:-tests/qemu/run-quota-tests.sh tests/qemu/run-nvme-tests.sh tests/qemu/run-clone-quota-tests.sh}; do
 		out=$(mktemp)
 		"$suite" 2>&1 | tee "$out"
 		[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 		line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
 		rm -f "$out"
 		[ -n "$line" ] || line="0 passed, 1 failed"
+		# A suite that ran nothing did not pass.
+		[ "$line" != "0 passed, 0 failed" ] || { echo "$suite: no test ran"; line="0 passed, 1 failed"; }
 		p=$((p + $(echo "$line" | cut -d' ' -f1)))
 		f=$((f + $(echo "$line" | cut -d' ' -f3)))
 	done
@@ -149,7 +174,13 @@ for s in "${STAGES[@]}"; do
 	run_stage "$s" "stage_$s"
 done
 
+rmdir "$NVMEVOL_TEST_TMPDIR" 2>/dev/null || echo "left in $NVMEVOL_TEST_TMPDIR: $(ls -A "$NVMEVOL_TEST_TMPDIR")"
+
 note "summary ($(( $(date +%s) - T0 ))s)"
 printf '%s\n' "${STAGE_RESULTS[@]}"
+# Distinct tests: the meson stages' by name (unit and asan run the same), the others' as counted.
+DISTINCT=$(( $(cat "$LOGDIR"/*.ids 2>/dev/null | sort -u | wc -l) + OTHER_TESTS ))
+[ "$TOTAL_SKIP" -eq 0 ] || echo "$TOTAL_SKIP tests skipped (listed in each stage's log)"
+echo "$DISTINCT tests, $((TOTAL_PASS + TOTAL_FAIL)) runs"
 echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
 [ "$TOTAL_FAIL" -eq 0 ]

@@ -699,13 +699,13 @@ Test(admin, finding_the_plugin_without_docker)
 
 Test(admin, a_plugin_without_admin_socket_is_called_old)
 {
-	char base[400], dir[500], sock[600];
+	char base[] = "/tmp/nvold.XXXXXX", dir[500], sock[600];
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd;
 
-	/* What nvmevol 0.1 leaves in its runtime directory: the plugin socket only. */
-	snprintf(base, sizeof(base), "%s/old", tb.dir);
-	cr_assert_eq(mkdir(base, 0700), 0);
+	/* What nvmevol 0.1 leaves in its runtime directory: the plugin socket only. Short, as /run/docker/plugins:
+	 * <base>/<64 hex>/nvmevol-admin.sock must fit in a socket address wherever the testbed lives. */
+	cr_assert_not_null(mkdtemp(base));
 	snprintf(dir, sizeof(dir), "%s/%064d", base, 0);
 	cr_assert_eq(mkdir(dir, 0700), 0);
 	snprintf(sock, sizeof(sock), "%s/nvmevol.sock", dir);
@@ -715,6 +715,7 @@ Test(admin, a_plugin_without_admin_socket_is_called_old)
 	snprintf(sock, sizeof(sock), "%s/nvmevol-admin.sock", dir);
 	cr_assert_eq(NV("status", "--socket", sock), 1);
 	close(fd);
+	cr_assert_eq(RUN("rm", "-r", "--one-file-system", base), 0);
 	cr_assert(strstr(err, "has no admin socket: it is older than nvmevol 0.2") && strstr(err, "docker plugin upgrade"),
 		  "%s", err);
 }

@@ -23,6 +23,7 @@
 #include "device/device-policy.h"
 #include "device/device.h"
 #include "helpers/loopxfs.h"
+#include "helpers/teardown.h"
 #include "helpers/testbed.h"
 #include "device/probe.h"
 #include "device/xfs-geometry.h"
@@ -46,31 +47,66 @@ static int sh(const char *const *argv)
 }
 #define SH(...) sh((const char *const[]){ __VA_ARGS__, NULL })
 
+/* Deletes partition @n of lp.dev if it is there, retrying for up to 5 s while it is busy (being probed). */
+static void lp_delpart(int n, char *why, size_t why_len)
+{
+	char sys[128], num[8], said[512] = "";
+	int r = 0;
+
+	snprintf(sys, sizeof(sys), "/sys/block/%s/%sp%d", lp.disk, lp.disk, n);
+	snprintf(num, sizeof(num), "%d", n);
+	for (int i = 0; i < 50 && access(sys, F_OK) == 0; i++) {
+		r = loopxfs_spawn_capture((const char *const[]){ "delpart", lp.dev, num, NULL }, NULL, 0, said,
+					  sizeof(said));
+		if (r == 0)
+			return;
+		usleep(100 * 1000);
+	}
+	if (access(sys, F_OK) == 0)
+		teardown_note(why, why_len, "delpart %s %d exited %d: %s", lp.dev, n, r, said);
+}
+
 static void lp_destroy(void)
 {
-	if (lp.mnt[0])
+	char why[2048] = "", msg[1024];
+	int r;
+
+	teardown_untrack(&lp);
+	if (lp.mnt[0] && loopxfs_umount_path(lp.mnt) < 0)
+		/* Busy: lazily; the detach below waits for the last user. */
 		(void)umount2(lp.mnt, MNT_DETACH);
 	if (lp.dev[0]) {
-		(void)SH("delpart", lp.dev, "2");
-		(void)SH("delpart", lp.dev, "1");
-		(void)SH("losetup", "-d", lp.dev);
+		lp_delpart(2, why, sizeof(why));
+		lp_delpart(1, why, sizeof(why));
+		if (loopxfs_detach(lp.dev, lp.image, msg, sizeof(msg)) < 0)
+			teardown_note(why, sizeof(why), "%s", msg);
 	}
-	if (lp.dir[0])
-		(void)SH("rm", "-rf", lp.dir);
+	if (lp.dir[0] && (r = SH("rm", "-rf", lp.dir)) != 0)
+		teardown_note(why, sizeof(why), "rm -rf %s exited %d", lp.dir, r);
+	if (why[0])
+		teardown_fail("devices: the loop device with two partitions: %s", why);
 	memset(&lp, 0, sizeof(lp));
+}
+
+static void lp_destroy_tracked(void *unused)
+{
+	lp_destroy();
 }
 
 /* Everything or nothing: on failure what was made is undone (Criterion runs no .fini after a failed .init). */
 static int lp_create(void)
 {
+	const char *base = teardown_tmpdir("/var/tmp");
 	char s1[16], n1[16], s2[16], n2[16];
 	int fd;
 
-	snprintf(lp.dir, sizeof(lp.dir), "/var/tmp/nvmevol-devices.XXXXXX");
+	snprintf(lp.dir, sizeof(lp.dir), "%s/nvmevol-devices.XXXXXX", base);
 	if (!mkdtemp(lp.dir)) {
 		lp.dir[0] = '\0';
 		return -errno;
 	}
+	/* A skip in a test body runs no .fini: the device goes at the worker's exit then. */
+	teardown_track(lp_destroy_tracked, &lp);
 	snprintf(lp.image, sizeof(lp.image), "%s/disk.img", lp.dir);
 	snprintf(lp.mnt, sizeof(lp.mnt), "%s/mnt", lp.dir);
 	if (mkdir(lp.mnt, 0700) < 0)

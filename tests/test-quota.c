@@ -33,6 +33,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "helpers/teardown.h"
 #include "pool/quota.h"
 
 extern char **environ;
@@ -160,7 +161,7 @@ static int loop_attach(int imgfd, char *ret_path, size_t pathlen)
  */
 static int scratch_mount(const char *opts)
 {
-	const char *tmp = getenv("TMPDIR");
+	const char *tmp = teardown_tmpdir(getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	char img[PATH_MAX + 8], loopdev[PATH_MAX + 16];
 	int imgfd, loopfd, r;
 
@@ -168,7 +169,7 @@ static int scratch_mount(const char *opts)
 	cr_assert_eq(unshare(CLONE_NEWNS), 0, "unshare(CLONE_NEWNS): %s (tests need root)", strerror(errno));
 	cr_assert_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0, "make / private: %s", strerror(errno));
 
-	r = snprintf(s.dir, sizeof(s.dir), "%s/nvmevol-test-quota.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	r = snprintf(s.dir, sizeof(s.dir), "%s/nvmevol-test-quota.XXXXXX", tmp);
 	cr_assert(r > 0 && (size_t)r < sizeof(s.dir), "TMPDIR is too long");
 	cr_assert_not_null(mkdtemp(s.dir), "mkdtemp: %s", strerror(errno));
 	snprintf(img, sizeof(img), "%s/img", s.dir);

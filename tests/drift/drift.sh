@@ -56,7 +56,7 @@ if [ ! -w "$BLKIO/cgroup.procs" ]; then
 fi
 
 PREFIX=nvd$((RANDOM % 100000))
-WORK=$(mktemp -d /var/tmp/nvmevol-drift.XXXXXX)
+WORK=$(mktemp -d "${NVMEVOL_TEST_TMPDIR:-/var/tmp}/nvmevol-drift.XXXXXX")
 CG=$BLKIO/nvmevol-drift-$$
 SOCK=$WORK/s.sock
 LOOP=

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/loop.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include "loopxfs.h"
+#include "teardown.h"
 
 extern char **environ;
 
@@ -152,27 +155,89 @@ int loopxfs_mount(LoopXfs *l, const char *mount_options)
 	return 0;
 }
 
-int loopxfs_umount(LoopXfs *l)
+int loopxfs_umount_path(const char *path)
 {
-	if (l->mountpoint[0] == '\0')
-		return 0;
 	/* A process that just closed a file there may still be exiting: retry for up to 2 s. */
 	for (int i = 0;; i++) {
-		if (umount2(l->mountpoint, UMOUNT_NOFOLLOW) == 0 || errno == EINVAL || errno == ENOENT)
-			break;
+		if (umount2(path, UMOUNT_NOFOLLOW) == 0 || errno == EINVAL || errno == ENOENT)
+			return 0;
 		if (errno != EBUSY || i >= 40)
 			return -errno;
 		(void)nanosleep(&(struct timespec){ .tv_nsec = 50 * 1000 * 1000 }, NULL);
 	}
+}
+
+int loopxfs_umount(LoopXfs *l)
+{
+	int r;
+
+	if (l->mountpoint[0] == '\0')
+		return 0;
+	r = loopxfs_umount_path(l->mountpoint);
+	if (r < 0)
+		return r;
 	(void)rmdir(l->mountpoint);
 	l->mountpoint[0] = '\0';
 	return 0;
 }
 
+/* 1 when @device is bound to the file (@dev, @ino), 0 when free or bound to another file, else -errno. */
+static int bound_to(const char *device, dev_t dev, ino_t ino)
+{
+	struct loop_info64 info;
+	int fd = open(device, O_RDONLY | O_CLOEXEC), r;
+
+	if (fd < 0)
+		return errno == ENOENT || errno == ENXIO ? 0 : -errno;
+	r = ioctl(fd, LOOP_GET_STATUS64, &info) < 0 ? (errno == ENXIO ? 0 : -errno)
+						      : info.lo_device == (uint64_t)dev && info.lo_inode == (uint64_t)ino;
+	(void)close(fd);
+	return r;
+}
+
+int loopxfs_detach(const char *device, const char *image, char *why, size_t why_len)
+{
+	char said[512] = "";
+	struct stat st;
+	int status = -1, r;
+
+	why[0] = '\0';
+	if (stat(image, &st) < 0) {
+		r = -errno;
+		snprintf(why, why_len, "%s: cannot tell whether it is still bound to %s: %s", device, image, strerror(-r));
+		return r;
+	}
+	for (int i = 0; i < 100; i++) {
+		r = bound_to(device, st.st_dev, st.st_ino);
+		if (r < 0) {
+			snprintf(why, why_len, "%s: LOOP_GET_STATUS64: %s", device, strerror(-r));
+			return r;
+		}
+		if (r == 0)
+			return 0;
+		if (i % 10 == 0)
+			status = loopxfs_spawn_capture((const char *const[]){ "losetup", "-d", device, NULL }, NULL, 0,
+						       said, sizeof(said));
+		(void)nanosleep(&(struct timespec){ .tv_nsec = 100 * 1000 * 1000 }, NULL);
+	}
+	if (status == 0)
+		snprintf(why, why_len, "%s is still bound to %s 10 s after losetup -d succeeded: the kernel still holds it",
+			 device, image);
+	else
+		snprintf(why, why_len, "%s is still bound to %s: losetup -d exited %d: %s", device, image, status,
+			 said[0] ? said : "(nothing on stderr)");
+	return -EBUSY;
+}
+
+static void destroy_tracked(void *l)
+{
+	loopxfs_destroy(l);
+}
+
 int loopxfs_create_full(LoopXfs *ret, const char *label, uint64_t size_mb, const char *mount_options)
 {
 	LoopXfs l = { .size_mb = size_mb };
-	const char *base = getenv("NVMEVOL_TEST_TMPDIR");
+	const char *base = teardown_tmpdir("/var/tmp");
 	int fd, r;
 
 	if (size_mb < 300 || size_mb > 1024 * 1024)
@@ -180,8 +245,6 @@ int loopxfs_create_full(LoopXfs *ret, const char *label, uint64_t size_mb, const
 	r = make_label(l.label, sizeof(l.label), label);
 	if (r < 0)
 		return r;
-	if (!base || !*base)
-		base = "/var/tmp";
 	if ((size_t)snprintf(l.dir, sizeof(l.dir), "%s/nvmevol-loopxfs.XXXXXX", base) >= sizeof(l.dir))
 		return -ENAMETOOLONG;
 	if (!mkdtemp(l.dir))
@@ -219,6 +282,7 @@ int loopxfs_create_full(LoopXfs *ret, const char *label, uint64_t size_mb, const
 			goto fail;
 	}
 	*ret = l;
+	teardown_track(destroy_tracked, ret);
 	return 0;
 
 fail:
@@ -233,16 +297,25 @@ int loopxfs_create(LoopXfs *ret, const char *label, uint64_t size_mb)
 
 void loopxfs_destroy(LoopXfs *l)
 {
+	char why[2048] = "", msg[1024];
+	int r;
+
 	if (!l)
 		return;
-	(void)loopxfs_umount(l);
+	teardown_untrack(l);
+	if (loopxfs_umount(l) < 0) {
+		/* Still busy after 2 s: let it go lazily; the detach below waits for the last user. */
+		(void)umount2(l->mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW);
+		l->mountpoint[0] = '\0';
+	}
 	if (l->device[0] != '\0') {
-		/* losetup -d only marks a busy device for auto-clear; it goes once the last user is gone. */
-		(void)RUN("losetup", "-d", l->device);
+		if (loopxfs_detach(l->device, l->image, msg, sizeof(msg)) < 0)
+			teardown_note(why, sizeof(why), "%s", msg);
 		l->device[0] = '\0';
 	}
 	if (l->image[0] != '\0') {
-		(void)unlink(l->image);
+		if (unlink(l->image) < 0 && errno != ENOENT)
+			teardown_note(why, sizeof(why), "unlink %s: %s", l->image, strerror(errno));
 		l->image[0] = '\0';
 	}
 	if (l->dir[0] != '\0') {
@@ -250,7 +323,11 @@ void loopxfs_destroy(LoopXfs *l)
 
 		(void)snprintf(mnt, sizeof(mnt), "%s/mnt", l->dir);
 		(void)rmdir(mnt);
-		(void)rmdir(l->dir);
+		r = rmdir(l->dir);
+		if (r < 0 && errno != ENOENT)
+			teardown_note(why, sizeof(why), "rmdir %s: %s", l->dir, strerror(errno));
 		l->dir[0] = '\0';
 	}
+	if (why[0])
+		teardown_fail("loop XFS %s: %s", l->label, why);
 }

@@ -31,7 +31,7 @@ typedef struct LoopXfs {
  * Creates, formats and mounts (LOOPXFS_DEFAULT_MOUNT_OPTIONS) an XFS of
  * @size_mb MiB (>= 300: mkfs.xfs refuses smaller) labelled @label (at most
  * 12 bytes; NULL = a unique "nvlx<hex>" label). The temporary directory is
- * made under $NVMEVOL_TEST_TMPDIR, else /var/tmp. On failure everything
+ * made under teardown_tmpdir("/var/tmp"). On failure everything
  * done so far is undone and -errno (or -EIO when a tool failed) is returned.
  */
 int loopxfs_create(LoopXfs *ret, const char *label, uint64_t size_mb);
@@ -45,11 +45,28 @@ int loopxfs_mount(LoopXfs *l, const char *mount_options);
 /* Unmounts (retrying briefly while busy). A no-op when not mounted. */
 int loopxfs_umount(LoopXfs *l);
 
+/* Unmounts @path, retrying for up to 2 s while busy: 0 when unmounted or not a mount point, else -errno. */
+int loopxfs_umount_path(const char *path);
+
 /*
  * Unmounts, detaches, removes the image and the directory; safe on a
- * zero-initialised or half-created LoopXfs and when called twice.
+ * zero-initialised or half-created LoopXfs and when called twice. A busy
+ * mount is detached lazily. What cannot be released (the loop device still
+ * bound after loopxfs_detach()'s wait, the image or directory not removable)
+ * fails the test through teardown_fail(). A LoopXfs made by loopxfs_create*()
+ * is destroyed at the test process's exit if no .fini did it (a skip).
  */
 void loopxfs_destroy(LoopXfs *l);
+
+/*
+ * Detaches @device while it is still bound to @image (by device and inode:
+ * once released, the device may be handed to another test at once): runs
+ * `losetup -d` and waits, asking again each second for up to 10 s while the
+ * kernel still holds the device (a lazily unmounted filesystem, a partition
+ * being probed; losetup -d then only sets autoclear). 0 when released, else
+ * -errno with what losetup said in @why.
+ */
+int loopxfs_detach(const char *device, const char *image, char *why, size_t why_len);
 
 /*
  * Runs @argv (NULL-terminated, looked up in PATH) with stdin and stderr

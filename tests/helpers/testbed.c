@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "helpers/loopxfs.h"
+#include "helpers/teardown.h"
 #include "device/probe.h"
 #include "testbed.h"
 
@@ -88,65 +89,49 @@ int testbed_attach(Testbed *tb, int i)
 	return 0;
 }
 
-int testbed_detach(Testbed *tb, int i)
+/*
+ * A loop device still in use (a lazily detached mount not yet gone) is only
+ * marked autoclear: it stays bound, and a daemon started now would find the
+ * filesystem again. loopxfs_detach() waits until the kernel has let it go.
+ */
+static int detach_part(TestbedPartition *p, char *why, size_t why_len)
 {
-	TestbedPartition *p = &tb->parts[i];
-
-	char backing[128];
+	int r;
 
 	if (!p->attached)
 		return 0;
-	p->attached = false;
-	if (RUN("losetup", "-d", p->device) != 0)
-		return -EIO;
-	/*
-	 * A loop device still in use (a lazily detached mount not yet gone) is only
-	 * marked autoclear: it stays bound, and a daemon started now would find the
-	 * filesystem again. Wait until the kernel has really let it go.
-	 */
-	snprintf(backing, sizeof(backing), "/sys/block/%s/loop/backing_file", p->device + strlen("/dev/"));
-	for (int wait = 0; wait < 100 && access(backing, F_OK) == 0; wait++)
-		usleep(50 * 1000);
-	return access(backing, F_OK) == 0 ? -EBUSY : 0;
+	r = loopxfs_detach(p->device, p->image, why, why_len);
+	if (r == 0)
+		p->attached = false;
+	return r;
 }
 
-/* Safety net: a failed assertion in a suite's .init skips its .fini, so live testbeds go at exit. */
-#define LIVE_MAX 8
-static Testbed *live[LIVE_MAX];
-
-static void destroy_live(void)
+int testbed_detach(Testbed *tb, int i)
 {
-	for (int i = 0; i < LIVE_MAX; i++)
-		if (live[i])
-			testbed_destroy(live[i]);
+	char why[1024];
+	int r = detach_part(&tb->parts[i], why, sizeof(why));
+
+	if (r < 0)
+		cr_log_error("%s", why);
+	return r;
 }
 
-static void track(Testbed *tb)
+static void destroy_tracked(void *tb)
 {
-	static bool registered;
-
-	if (!registered) {
-		atexit(destroy_live);
-		registered = true;
-	}
-	for (int i = 0; i < LIVE_MAX; i++)
-		if (!live[i] || live[i] == tb) {
-			live[i] = tb;
-			return;
-		}
+	testbed_destroy(tb);
 }
 
 int testbed_init(Testbed *tb, int n_parts)
 {
 	uint32_t rnd = 0;
-	const char *base = getenv("NVMEVOL_TEST_TMPDIR");
+	const char *base = teardown_tmpdir("/tmp");
 
 	memset(tb, 0, sizeof(*tb));
 	tb->pid = -1;
 	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
 		rnd = (uint32_t)getpid();
 	snprintf(tb->prefix, sizeof(tb->prefix), "nvt%05u", rnd % 100000);
-	snprintf(tb->dir, sizeof(tb->dir), "%s/nvmevol-test.XXXXXX", base ? base : "/tmp");
+	snprintf(tb->dir, sizeof(tb->dir), "%s/nvmevol-test.XXXXXX", base);
 	if (!mkdtemp(tb->dir))
 		return -errno;
 	snprintf(tb->sock, sizeof(tb->sock), "%s/s.sock", tb->dir);
@@ -154,7 +139,8 @@ int testbed_init(Testbed *tb, int n_parts)
 	snprintf(tb->prop, sizeof(tb->prop), "%s/prop", tb->dir);
 	snprintf(tb->parts_root, sizeof(tb->parts_root), "%s/parts", tb->dir);
 	snprintf(tb->log, sizeof(tb->log), "%s/daemon.log", tb->dir);
-	track(tb);
+	/* A failed assertion in a suite's .init, or a skip, runs no .fini: live testbeds go at exit. */
+	teardown_track(destroy_tracked, tb);
 
 	for (int i = 0; i < n_parts; i++) {
 		TestbedPartition *p = &tb->parts[i];
@@ -276,16 +262,20 @@ int testbed_stop(Testbed *tb, int sig)
 	return st;
 }
 
-/* Unmounts everything below the testbed directory, deepest first. */
-static void unmount_below(const char *dir)
+/* Unmounts everything below the testbed directory, deepest first: 0, or -EBUSY with the first one left in @why. */
+static int unmount_below(const char *dir, char *why, size_t why_len)
 {
-	for (int pass = 0; pass < 8; pass++) {
+	for (int pass = 0; pass < 9; pass++) {
 		char line[4096], targets[64][512];
 		int n = 0;
 		FILE *f = fopen("/proc/self/mountinfo", "r");
 
-		if (!f)
-			return;
+		if (!f) {
+			int r = -errno;
+
+			snprintf(why, why_len, "/proc/self/mountinfo: %s", strerror(-r));
+			return r;
+		}
 		while (fgets(line, sizeof(line), f) && n < 64) {
 			char target[512];
 			if (sscanf(line, "%*d %*d %*s %*s %511s", target) == 1 && strncmp(target, dir, strlen(dir)) == 0)
@@ -293,25 +283,35 @@ static void unmount_below(const char *dir)
 		}
 		fclose(f);
 		if (n == 0)
-			return;
+			return 0;
+		if (pass == 8) {
+			snprintf(why, why_len, "%d mount(s) below %s remain, e.g. %s", n, dir, targets[0]);
+			return -EBUSY;
+		}
 		for (int i = n - 1; i >= 0; i--)
 			(void)umount2(targets[i], MNT_DETACH);
 	}
+	return 0;
 }
 
 void testbed_destroy(Testbed *tb)
 {
-	for (int i = 0; i < LIVE_MAX; i++)
-		if (live[i] == tb)
-			live[i] = NULL;
+	char why[2048] = "", msg[1024];
+	int r;
+
+	teardown_untrack(tb);
 	if (!tb->dir[0])
 		return;
 	testbed_stop(tb, SIGKILL);
-	unmount_below(tb->dir);
+	if (unmount_below(tb->dir, msg, sizeof(msg)) < 0)
+		teardown_note(why, sizeof(why), "%s", msg);
 	for (int i = 0; i < tb->n_parts; i++)
-		testbed_detach(tb, i);
-	if (getenv("NVMEVOL_TEST_KEEP") == NULL)
-		RUN("rm", "-rf", tb->dir);
+		if (detach_part(&tb->parts[i], msg, sizeof(msg)) < 0)
+			teardown_note(why, sizeof(why), "%s", msg);
+	if (getenv("NVMEVOL_TEST_KEEP") == NULL && (r = RUN("rm", "-rf", tb->dir)) != 0)
+		teardown_note(why, sizeof(why), "rm -rf %s exited %d", tb->dir, r);
+	if (why[0])
+		teardown_fail("testbed %s (labels %s*): %s", tb->dir, tb->prefix, why);
 	tb->dir[0] = '\0';
 }
 

@@ -29,7 +29,8 @@ qemu_boot() {
 	return "${PIPESTATUS[0]}"
 }
 
-# qemu_result LOG RC [SKIP_WHY]: prints "N passed, N failed" from Criterion's lines in LOG; 0 when all passed.
+# qemu_result LOG RC [SKIP_WHY]: prints "N passed, N failed" from Criterion's lines in LOG; 0 when all passed
+# (and at least one ran).
 # Nothing may skip in the guest: a skipped test counts as a failure (SKIP_WHY says what it likely means),
 # except those left out by --filter ("[SKIP] ...: Test is disabled").
 qemu_result() {
@@ -38,6 +39,10 @@ qemu_result() {
 	fail=$(grep -aE '^\[(FAIL|SKIP)\]' "$log" | grep -vc 'Test is disabled$') # a crash prints [FAIL] too
 	if [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; then
 		fail=1 # the guest failed without a test result (boot failure, devices, timeout, panic)
+	fi
+	if [ "$pass" -eq 0 ] && [ "$fail" -eq 0 ]; then
+		echo "$SUITE: no test ran in the guest" >&2
+		fail=1
 	fi
 	if grep -a '^\[SKIP\]' "$log" | grep -vq 'Test is disabled$'; then
 		echo "$SUITE: tests were skipped inside the guest${why:+: $why}" >&2

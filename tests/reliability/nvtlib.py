@@ -149,6 +149,31 @@ def fd_count(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
+def release_loop(dev, image, wait=10.0):
+    """Detaches dev while it is bound to image (losetup -d again each second: the kernel may still hold it).
+    None once released, else what is wrong."""
+    sysfs = "/sys/block/%s/loop/backing_file" % os.path.basename(dev)
+    real = os.path.realpath(image)
+    said = ""
+    deadline = time.monotonic() + wait
+    next_try = 0.0
+    while True:
+        try:
+            with open(sysfs) as f:
+                backing = f.read().strip()
+        except OSError:
+            return None
+        if backing.removesuffix(" (deleted)") != real:
+            return None  # free, or another run's by now
+        if time.monotonic() >= deadline:
+            return "%s still bound to %s after %.0f s (losetup -d: %s)" % (dev, image, wait, said or "exit 0, autoclear")
+        if time.monotonic() >= next_try:
+            r = subprocess.run(["losetup", "-d", dev], stderr=subprocess.PIPE, text=True)
+            said = r.stderr.strip() if r.returncode else ""
+            next_try = time.monotonic() + 1.0
+        time.sleep(0.1)
+
+
 class Testbed:
     def __init__(self, nparts=2, size="512M", binary=None, tag="nvt", env=None, quiet=True):
         if os.geteuid() != 0:
@@ -156,7 +181,10 @@ class Testbed:
         self.binary = binary or default_binary()
         if not os.access(self.binary, os.X_OK):
             raise SystemExit("no daemon binary at %s (build it, or set NVMEVOL_BINARY)" % self.binary)
-        self.base = tempfile.mkdtemp(prefix="nvmevol-%s." % tag, dir="/var/tmp")
+        # tests/run-all.sh gives each run its own directory: its leftover check sees only that run's.
+        tmp = os.environ.get("NVMEVOL_TEST_TMPDIR") or "/var/tmp"
+        os.makedirs(tmp, exist_ok=True)
+        self.base = tempfile.mkdtemp(prefix="nvmevol-%s." % tag, dir=tmp)
         self.prefix = ("%s%04x" % (tag[:4], random.getrandbits(16)))[:8] + "-"
         self.sock = os.path.join(self.base, "s.sock")
         self.state = os.path.join(self.base, "state")
@@ -366,12 +394,19 @@ class Testbed:
                 r = subprocess.run(["umount", m["target"]], stderr=subprocess.DEVNULL)
                 if r.returncode != 0:
                     subprocess.run(["umount", "-l", m["target"]], stderr=subprocess.DEVNULL)
-        for loop in self.loops:
-            subprocess.run(["losetup", "-d", loop], stderr=subprocess.DEVNULL)
-        if not self.our_mounts() and not os.environ.get("NVT_KEEP"):
+        left = []
+        for i, loop in enumerate(self.loops):
+            why = release_loop(loop, os.path.join(self.base, "img%d" % i))
+            if why:
+                left.append(why)
+        mounts = self.our_mounts()
+        if mounts:
+            left.append("%d mount(s) below %s, e.g. %s" % (len(mounts), self.base, mounts[0]["target"]))
+        elif not os.environ.get("NVT_KEEP"):
             shutil.rmtree(self.base, ignore_errors=True)
-        elif self.our_mounts():
-            log("cleanup: mounts left below %s" % self.base)
+        if left:
+            # A teardown that cannot release what it made fails the suite.
+            raise RuntimeError("cleanup: " + "; ".join(left))
 
     # ---- API ----
 

@@ -32,6 +32,8 @@ build() {
 	if [ ! -f "$REPO/$dir/build.ninja" ]; then
 		meson setup "$@" "$REPO/$dir" "$REPO" >"$LOGDIR/setup-$dir.log" 2>&1 || return 1
 	fi
+	# A reused build without the hooks would ignore NVMEVOL_TEST_FREEZE_NO_GUARDIAN and the others.
+	"$REPO/tests/ensure-test-hooks.sh" "$REPO/$dir" || return 1
 	ninja -C "$REPO/$dir" src/nvmevol >"$LOGDIR/build-$dir.log" 2>&1
 }
 
