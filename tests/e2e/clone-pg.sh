@@ -147,8 +147,9 @@ main() {
     uuid=$(blkid -s UUID -o value "$(findmnt -no SOURCE --target "$root")")
     pid=$(e2e_plugin_pid)
     sql pgclone 'CREATE TABLE IF NOT EXISTS after_thaw (x int)' >/dev/null
-    printf 'boot %s\npid %s\n' "$(cat /proc/sys/kernel/random/boot_id)" "$pid" \
-        >"$(e2e_propagated_mount)/.state/freeze/$uuid"
+    # The plugin's state is the state.source the e2e install set ($E2E_STATE_DIR on the host).
+    mkdir -p "$E2E_STATE_DIR/freeze"
+    printf 'boot %s\npid %s\n' "$(cat /proc/sys/kernel/random/boot_id)" "$pid" >"$E2E_STATE_DIR/freeze/$uuid"
     fsfreeze --freeze "$root"
     pg pgclone psql -h /var/run/postgresql -XAtq -c 'INSERT INTO after_thaw VALUES (1); CHECKPOINT' postgres \
         >"$E2E_WORK/insert.out" 2>&1 &
