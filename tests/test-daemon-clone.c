@@ -515,6 +515,45 @@ Test(daemon_clone, a_kill_inside_its_own_freeze_is_thawed_at_the_next_start)
 		     client_err(&rep));
 }
 
+/*
+ * As a restarted managed plugin meets it: the partition is frozen and no
+ * mount of it is left (the old plugin's namespace is gone), so the daemon
+ * mounts the device itself and finds it frozen. Its mount must stay: a frozen
+ * filesystem with no mount can only be thawed through a new mount of its
+ * device, and the problem text names that mount point for the thaw.
+ */
+Test(daemon_clone, a_frozen_partition_the_daemon_mounted_itself_stays_mounted_for_the_thaw)
+{
+	char mp[400], src[700];
+	char *line;
+	int part, r;
+
+	create_source("kept", "", src, sizeof(src));
+	part = part_of("kept", src, sizeof(src));
+	testbed_stop(&tb, SIGKILL);
+	testbed_part_mountpoint(&tb, part, mp, sizeof(mp));
+	cr_assert_eq(RUN("fsfreeze", "-f", mp), 0, "fsfreeze -f %s", mp);
+	cr_assert_eq(umount2(mp, MNT_DETACH), 0, "umount -l %s: %s", mp, strerror(errno));
+	r = testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL });
+	cr_assert_eq(r, 0, "start-up failed or hung on a frozen partition: %s", strerror(-r));
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"kept\"}"), 0, "%s", client_err(&rep));
+	cr_assert(json_is_false(json_object_get(status("partition"), "present")), "the frozen partition is served");
+	line = mountinfo_line(mp);
+	cr_assert_not_null(line, "the daemon unmounted the frozen partition it had mounted: nothing can thaw it now");
+	free(line);
+	/* The thaw the problem names, then served again without a restart. */
+	cr_assert_eq(RUN("fsfreeze", "-u", mp), 0);
+	for (int i = 0; i < 100; i++) {
+		cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"kept\"}"), 0, "%s", client_err(&rep));
+		if (json_is_true(json_object_get(status("partition"), "present")))
+			break;
+		usleep(50 * 1000);
+	}
+	cr_assert(json_is_true(json_object_get(status("partition"), "present")),
+		  "the partition was not served within 5 s of its thaw: %s",
+		  json_string_value(json_object_get(status("partition"), "problem")));
+}
+
 Test(daemon_clone, a_partition_frozen_by_someone_else_is_left_frozen_and_not_served)
 {
 	char mp[400], src[700], other[700];

@@ -847,6 +847,14 @@ static int attach(Pool *p, Partition *part, const ProbedDevice *d, bool adopt)
 		goto fail;
 
 	r = recover_freeze(p, part, d->device, read_only, &why);
+	if (r == -ETIMEDOUT)
+		/*
+		 * Frozen by someone else (or writes hang): the mount stays, so that
+		 * the thaw the problem names can reach it (a frozen filesystem with
+		 * no mount left can only be thawed through a new mount of its
+		 * device); the late probe's answer makes the next scan attach it.
+		 */
+		mounted_here = false;
 	if (r < 0)
 		goto fail;
 
