@@ -286,7 +286,7 @@ Test(admin, volume_forget_only_when_the_partition_is_gone_and_the_volume_comes_b
 
 	/* The disk returns: the record on it brings the volume back (data untouched). */
 	cr_assert_eq(testbed_attach(&tb, 1), 0);
-	/* Found by the background rescan, within a few seconds (Get itself never scans). */
+	/* Found by the background rescan, within a few seconds (Get waits for it only briefly). */
 	cr_assert_eq(tb_get_eventually(&tb, "gone", &rep, 3000), 0, "the volume did not come back: %s",
 		     client_err(&rep));
 	part_path(1, "meta/gone.json", rec, sizeof(rec));

@@ -187,7 +187,7 @@ Test(regress, partition_attached_while_running_is_loaded_read_only_and_never_clo
 	cr_assert_neq(tb_call(&tb, "Get", &rep, "{\"Name\":\"hp\"}"), 0);
 
 	cr_assert_eq(testbed_attach(&tb, 1), 0);
-	/* The background rescan notices the kernel's devices changed (Get itself never scans): within a few seconds. */
+	/* The background rescan notices the kernel's devices changed (Get waits for it only briefly): within a few seconds. */
 	cr_assert_eq(tb_get_eventually(&tb, "hp", &rep, 3000), 0, "volume on the attached disk not found: %s",
 		     client_err(&rep));
 	cr_assert_str_eq(status_str("state"), "ready");

@@ -22,6 +22,12 @@
 #define GET_MISS_RESCAN_INTERVAL_MS 5000
 /* How long Mount and Create wait for the background rescan: a scan skips a silent device after PROBE_DEADLINE_MS. */
 #define RESCAN_WAIT_MS 3000
+/*
+ * How long a Get of an unknown name waits for it after the kernel's devices
+ * changed: a scan of answering devices takes milliseconds; one with a device
+ * that hangs takes PROBE_DEADLINE_MS, and Get must answer well before that.
+ */
+#define GET_MISS_WAIT_MS 700
 
 int manager_new(const Settings *cfg, Manager **ret)
 {
@@ -880,11 +886,18 @@ int manager_get(Manager *m, const char *name, json_t **ret_volume, char **reterr
 	if (!volume_name_is_valid(name))
 		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
 	v = registry_lookup(m->reg, name);
-	if (!v) {
+	if (!v && pool_devices_changed(m->pool)) {
 		/*
-		 * A disk attached since the last scan may hold it: never scan here (a device that hangs would hold
-		 * every Get); the background rescan finds a new device within a second, a relabel within 5 s.
+		 * A disk attached a moment ago may hold it, and a "no" makes Docker
+		 * create the name with another driver (docker run -v NAME): wait for
+		 * the background rescan, but only GET_MISS_WAIT_MS (never scan here:
+		 * a device that hangs would hold every Get).
 		 */
+		(void)manager_rescan(m, UINT_MAX, GET_MISS_WAIT_MS);
+		v = registry_lookup(m->reg, name);
+	}
+	if (!v) {
+		/* Else the background rescan finds a new device within a second, a relabel within 5 s. */
 		manager_rescan_kick(m, GET_MISS_RESCAN_INTERVAL_MS);
 		return errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", name);
 	}
