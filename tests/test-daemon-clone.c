@@ -515,6 +515,21 @@ Test(daemon_clone, a_kill_inside_its_own_freeze_is_thawed_at_the_next_start)
 		     client_err(&rep));
 }
 
+/* Thaws @mp and expects volume "kept"'s partition served again within 5 s, without a restart. */
+static void thaw_and_expect_served(const char *mp)
+{
+	cr_assert_eq(RUN("fsfreeze", "-u", mp), 0);
+	for (int i = 0; i < 100; i++) {
+		cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"kept\"}"), 0, "%s", client_err(&rep));
+		if (json_is_true(json_object_get(status("partition"), "present")))
+			break;
+		usleep(50 * 1000);
+	}
+	cr_assert(json_is_true(json_object_get(status("partition"), "present")),
+		  "the partition was not served within 5 s of its thaw: %s",
+		  json_string_value(json_object_get(status("partition"), "problem")));
+}
+
 /*
  * As a restarted managed plugin meets it: the partition is frozen and no
  * mount of it is left (the old plugin's namespace is gone), so the daemon
@@ -542,16 +557,7 @@ Test(daemon_clone, a_frozen_partition_the_daemon_mounted_itself_stays_mounted_fo
 	cr_assert_not_null(line, "the daemon unmounted the frozen partition it had mounted: nothing can thaw it now");
 	free(line);
 	/* The thaw the problem names, then served again without a restart. */
-	cr_assert_eq(RUN("fsfreeze", "-u", mp), 0);
-	for (int i = 0; i < 100; i++) {
-		cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"kept\"}"), 0, "%s", client_err(&rep));
-		if (json_is_true(json_object_get(status("partition"), "present")))
-			break;
-		usleep(50 * 1000);
-	}
-	cr_assert(json_is_true(json_object_get(status("partition"), "present")),
-		  "the partition was not served within 5 s of its thaw: %s",
-		  json_string_value(json_object_get(status("partition"), "problem")));
+	thaw_and_expect_served(mp);
 }
 
 Test(daemon_clone, a_partition_frozen_by_someone_else_is_left_frozen_and_not_served)
@@ -585,16 +591,7 @@ Test(daemon_clone, a_partition_frozen_by_someone_else_is_left_frozen_and_not_ser
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"fresh\"}"), 0, "%s", client_err(&rep));
 	cr_assert_neq(part_of("fresh", other, sizeof(other)), part, "a new volume went to the frozen partition");
 	/* Thawed: served again without a restart (the probe's late answer brings a rescan). */
-	cr_assert_eq(RUN("fsfreeze", "-u", mp), 0);
-	for (int i = 0; i < 100; i++) {
-		cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"kept\"}"), 0, "%s", client_err(&rep));
-		if (json_is_true(json_object_get(status("partition"), "present")))
-			break;
-		usleep(50 * 1000);
-	}
-	cr_assert(json_is_true(json_object_get(status("partition"), "present")),
-		  "the partition was not served within 5 s of its thaw: %s",
-		  json_string_value(json_object_get(status("partition"), "problem")));
+	thaw_and_expect_served(mp);
 	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"kept\",\"ID\":\"m\"}"), 0, "%s", client_err(&rep));
 }
 
