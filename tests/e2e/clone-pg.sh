@@ -144,7 +144,7 @@ main() {
     local root pid newpid i r uuid
     root=$(find_on_partitions nvmevol/volumes/pgclone)
     root=${root%/nvmevol/volumes/pgclone}
-    uuid=$(blkid -s UUID -o value "$(findmnt -no SOURCE --target "$root")")
+    uuid=${root##*/}   # partition_roots: .../partitions/<uuid> inside the plugin
     pid=$(e2e_plugin_pid)
     sql pgclone 'CREATE TABLE IF NOT EXISTS after_thaw (x int)' >/dev/null
     # The plugin's state is the state.source the e2e install set ($E2E_STATE_DIR on the host).
