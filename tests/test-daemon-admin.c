@@ -118,6 +118,25 @@ static void create(const char *name, int part)
 
 /* ---- status and show ---- */
 
+/* Every setting config.json offers to `docker plugin set` is in Status: a new
+ * setting added to config.json and the parser but not to the report fails here. */
+static void assert_every_setting_reported(json_t *settings)
+{
+	json_error_t jerr;
+	json_t *cfg = json_load_file(NVMEVOL_SOURCE_ROOT "/config.json", 0, &jerr), *e;
+	size_t i, n = 0;
+
+	cr_assert_not_null(cfg, "config.json: %s", jerr.text);
+	json_array_foreach(json_object_get(cfg, "Env"), i, e) {
+		const char *name = json_string_value(json_object_get(e, "Name"));
+
+		cr_assert_not_null(json_object_get(settings, name), "status --json has no setting %s (config.json has)", name);
+		n++;
+	}
+	cr_assert_gt(n, 10, "config.json lists only %zu settings", n);
+	json_decref(cfg);
+}
+
 Test(admin, status_json_and_table)
 {
 	json_t *j, *p, *v, *s;
@@ -131,6 +150,7 @@ Test(admin, status_json_and_table)
 	s = json_object_get(j, "settings");
 	cr_assert_str_eq(json_string_value(json_object_get(s, "NVMEVOL_LABEL_PREFIX")), tb.prefix);
 	cr_assert_str_eq(json_string_value(json_object_get(s, "NVMEVOL_SELFTEST")), "off");
+	assert_every_setting_reported(s);
 	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "state"), "location")), "NVMEVOL_STATE_DIR");
 	cr_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "state"), "dir")), tb.state);
 	cr_assert_eq(json_array_size(json_object_get(j, "partitions")), 2);

@@ -244,6 +244,7 @@ static json_t *settings_json(const Settings *c)
 	json_object_set_new(s, "NVMEVOL_SELFTEST_CACHE_SECONDS", json_integer((json_int_t)c->selftest_cache_seconds));
 	json_object_set_new(s, "NVMEVOL_MAX_VOLUMES", json_integer((json_int_t)c->max_volumes));
 	json_object_set_new(s, "NVMEVOL_CLONE_FREEZE_BUDGET_MS", json_integer((json_int_t)c->clone_freeze_budget_ms));
+	json_object_set_new(s, "NVMEVOL_CLONE_MEMORY_MB", json_integer((json_int_t)c->clone_memory_mb));
 	json_object_set_new(s, "NVMEVOL_REQUIRE_NVME", json_string(device_policy_mode_to_string(c->require_nvme)));
 	json_object_set_new(s, "NVMEVOL_HEALTH", json_string(device_policy_mode_to_string(c->health)));
 	json_object_set_new(s, "NVMEVOL_HEALTH_CACHE_SECONDS", json_integer((json_int_t)c->health_cache_seconds));

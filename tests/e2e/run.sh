@@ -347,7 +347,13 @@ scenario_settings_registry() {
               NVMEVOL_MAX_VOLUMES=500 NVMEVOL_SELFTEST_MIN_WRITE_RATIO=0.7 NVMEVOL_SELFTEST_MIN_READ_RATIO=0.6
               NVMEVOL_SELFTEST_MIN_IOPS_RATIO=0.5 NVMEVOL_METRICS_INTERVAL_SECONDS=30
               NVMEVOL_REQUIRE_NVME=off NVMEVOL_HEALTH=enforce NVMEVOL_HEALTH_CACHE_SECONDS=120
-              NVMEVOL_CLONE_FREEZE_BUDGET_MS=2000 NVMEVOL_METRICS_DIR=off NVMEVOL_SELFTEST_MAX_P99_RATIO=3)
+              NVMEVOL_CLONE_FREEZE_BUDGET_MS=2000 NVMEVOL_METRICS_DIR=off NVMEVOL_SELFTEST_MAX_P99_RATIO=3
+              NVMEVOL_CLONE_MEMORY_MB=256)
+    # The list above must name every setting config.json offers.
+    local missing
+    missing=$(jq -r '.Env[].Name' "$E2E_REPO/config.json" | while read -r name; do
+        [[ " ${kvs[*]} " == *" $name="* ]] || echo "$name"; done)
+    e2e_eq "every setting of config.json is set and read back here" "" "$missing"
     for kv in "${kvs[@]}"; do
         docker plugin set "$alias" "$kv" >/dev/null 2>&1 || { e2e_not_ok "plugin set $kv"; e2e_diag "$(docker plugin set "$alias" "$kv" 2>&1)"; }
     done
