@@ -309,3 +309,34 @@ Test(quota_daemon, the_first_mount_puts_a_missing_limit_back)
 	cr_expect(err == ENOSPC || err == EDQUOT, "a write past the limit gave '%s' after %lld bytes", strerror(err), n);
 	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"qm\",\"ID\":\"m\"}"), 0);
 }
+
+/*
+ * A limited volume whose partition no longer enforces project quota
+ * (enforcement turned off, a mount without prjquota) is not served
+ * unlimited: the first Mount fails and says what to do; with enforcement
+ * back it mounts again (the control).
+ */
+Test(quota_daemon, a_limit_that_is_not_enforced_refuses_the_mount)
+{
+	char partmp[400], cmd[600];
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"qe\",\"Opts\":{\"size\":\"4M\"}}"), 0, "%s", client_err(&rep));
+	testbed_part_mountpoint(&tb, 0, partmp, sizeof(partmp));
+	snprintf(cmd, sizeof(cmd), "xfs_quota -x -c 'disable -p' '%s'", partmp);
+	cr_assert_eq(system(cmd), 0, "%s failed", cmd);
+	testbed_stop(&tb, SIGTERM);
+	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0);
+
+	cr_assert_neq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"qe\",\"ID\":\"m\"}"), 0,
+		      "a limited volume was mounted without its limit enforced");
+	cr_expect(strstr(client_err(&rep), "not mounted without its limit") &&
+			  strstr(client_err(&rep), "nvmevol volume resize qe none --inodes none"),
+		  "%s", client_err(&rep));
+
+	snprintf(cmd, sizeof(cmd), "xfs_quota -x -c 'enable -p' '%s'", partmp);
+	cr_assert_eq(system(cmd), 0, "%s failed", cmd);
+	testbed_stop(&tb, SIGTERM);
+	cr_assert_eq(testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"qe\",\"ID\":\"m\"}"), 0, "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"qe\",\"ID\":\"m\"}"), 0);
+}

@@ -704,8 +704,17 @@ static int limits_before_mount(Manager *m, Volume *v, PartitionFs *fs, char **re
 	bool changed = false;
 	int r;
 
-	if (!sizelimit_wanted(&v->opts) || !fs->quota)
+	if (!sizelimit_wanted(&v->opts))
 		return 0;
+	if (!fs->quota)
+		/* A limit that silently stops holding is a broken promise: the user decides. */
+		return errmsg_set(reterr_msg, -EOPNOTSUPP,
+				  "volume %s has a size/inodes limit, but its partition has no XFS project quota enforced "
+				  "now (enforcement turned off with xfs_quota, a mount without prjquota, or a kernel "
+				  "without XFS quota); not mounted without its limit. Turn enforcement back on "
+				  "(xfs_quota -x -c 'enable -p' on the partition) and restart the plugin, or drop the "
+				  "limit with `nvmevol volume resize %s none --inodes none`",
+				  v->name, v->name);
 	r = sizelimit_repair(&m->projids, m->reg, fs, v, &changed);
 	if (r == 0 && changed)
 		r = store_save_record(fs, v);
