@@ -1,0 +1,262 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""Every PromQL expression of the monitoring kit, against a real Prometheus.
+
+Run by tests/monitoring/live.sh while Prometheus scrapes node_exporter's
+textfile collector on a running nvmevol's metrics directory.
+
+- Dashboard targets (Grafana variables replaced: $instance, $partition,
+  $volume by ".*", $__rate_interval by 1m): each must return series.
+- Dashboard variables (label_values(QUERY, LABEL)): QUERY must return series
+  that carry LABEL.
+- Alert rules: an alert's expression returns nothing while all is well, so
+  each expression must parse and evaluate (the HTTP API answers "success"),
+  and each of its vector selectors (the metric name with its label matchers,
+  as written, found by scanning the expression with string literals masked)
+  must return series. --expect NAME: that alert's whole expression must
+  return series now (a condition the run created).
+- The rules as the server loaded them (rule_files): each rule's health "ok".
+
+A selector of a family this host cannot produce (UNAVAILABLE below: no XFS
+project quota in this kernel, no NVMe controller) passes without series only
+if the family's name is one the metrics writer writes (a string literal of
+src/metrics/metrics.c); its series are covered by the writer's unit tests.
+An expression whose result is empty passes only if its selectors without
+series are all such families.
+
+Usage: check-queries.py --url http://127.0.0.1:PORT --dashboard FILE --rules FILE
+                        [--source src/metrics/metrics.c] [--expect ALERT]...
+Ends with "N passed, N failed".
+"""
+import argparse
+import json
+import os
+import re
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import yaml
+
+UNAVAILABLE = {
+    "nvmevol_volume_used_bytes": "XFS project quota (this host's kernel has none; the qemu stage tests quota)",
+    "nvmevol_volume_used_inodes": "XFS project quota",
+    "nvmevol_volume_size_limit_bytes": "XFS project quota (Create with size= is refused without it)",
+    "nvmevol_volume_inode_limit": "XFS project quota (Create with inodes= is refused without it)",
+    "nvmevol_partition_device_healthy": "an NVMe controller's health log (loop devices have none)",
+}
+GRAFANA_VARS = {"instance": ".*", "partition": ".*", "volume": ".*", "__rate_interval": "1m", "__interval": "15s",
+                "__range": "1h"}
+
+passed = failed = 0
+
+
+def result(ok, what, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print(f"ok   {what}")
+    else:
+        failed += 1
+        print(f"FAIL {what}")
+    if detail:
+        print("     " + detail.strip().replace("\n", "\n     "))
+
+
+class Prom:
+    def __init__(self, url):
+        self.url = url.rstrip("/")
+
+    def get(self, path, **params):
+        q = urllib.parse.urlencode(params)
+        try:
+            with urllib.request.urlopen(f"{self.url}{path}?{q}", timeout=30) as r:
+                return json.load(r)
+        except urllib.error.HTTPError as e:
+            try:
+                return json.load(e)
+            except ValueError:
+                return {"status": "error", "error": f"HTTP {e.code}"}
+
+    def query(self, expr):
+        """(ok, series or error text)."""
+        r = self.get("/api/v1/query", query=expr)
+        if r.get("status") != "success":
+            return False, f"{r.get('errorType', '')}: {r.get('error', r)}"
+        return True, r["data"]["result"]
+
+
+def substitute(expr):
+    def var(m):
+        name = m.group(1) or m.group(2)
+        if name not in GRAFANA_VARS:
+            raise KeyError(name)
+        return GRAFANA_VARS[name]
+    return re.sub(r"\$\{([A-Za-z_]+)(?::[a-z]+)?\}|\$([A-Za-z_]+)", var, expr)
+
+
+def mask_strings(expr):
+    """The expression with the inside of every string literal replaced by '#' (same length)."""
+    out, i = [], 0
+    while i < len(expr):
+        c = expr[i]
+        if c in "\"'`":
+            j = i + 1
+            while j < len(expr) and expr[j] != c:
+                j += 2 if expr[j] == "\\" and c != "`" else 1
+            out.append(c + "#" * (min(j, len(expr)) - i - 1) + (c if j < len(expr) else ""))
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+SELECTOR = re.compile(r"(?<![A-Za-z0-9_:])((?:nvmevol|node)_[A-Za-z0-9_:]*)\s*(\{[^{}]*\})?")
+
+
+def selectors(expr):
+    """[(metric name, selector text)] of the expression's vector selectors of nvmevol_* and node_*."""
+    masked = mask_strings(expr)
+    found = []
+    for m in SELECTOR.finditer(masked):
+        text = expr[m.start():m.end()].strip()
+        if (m.group(1), text) not in found:
+            found.append((m.group(1), text))
+    return found
+
+
+def written_names(source):
+    with open(source) as f:
+        return set(re.findall(r'"(nvmevol_[a-z0-9_]+)"', f.read()))
+
+
+def check_selectors(prom, sels, names):
+    """(all ok, notes): every selector returns series, or is a family this host cannot produce."""
+    ok, notes = True, []
+    for name, text in sels:
+        good, res = prom.query(text)
+        if good and res:
+            continue
+        if good and name in UNAVAILABLE and name in names:
+            notes.append(f"{text}: no series on this host (needs {UNAVAILABLE[name]}); the writer writes {name}")
+            continue
+        ok = False
+        if not good:
+            notes.append(f"{text}: {res}")
+        elif name in UNAVAILABLE:
+            notes.append(f"{text}: no series, and src/metrics/metrics.c does not write {name}")
+        else:
+            notes.append(f"{text}: no series")
+    return ok, notes
+
+
+def dashboard_targets(panels):
+    for p in panels:
+        yield from ((p, t) for t in p.get("targets", []))
+        yield from dashboard_targets(p.get("panels", []))
+
+
+def check_dashboard(prom, path, names):
+    with open(path) as f:
+        dash = json.load(f)
+    all_panels = []
+
+    def walk(ps):
+        for p in ps:
+            all_panels.append(p)
+            walk(p.get("panels", []))
+    walk(dash.get("panels", []))
+    ids = [p.get("id") for p in all_panels]
+    result(len(ids) == len(set(ids)) and None not in ids, f"dashboard: {len(ids)} panels with distinct ids")
+
+    for v in dash.get("templating", {}).get("list", []):
+        if v.get("type") != "query":
+            continue
+        q = v["query"]["query"] if isinstance(v.get("query"), dict) else v.get("query", "")
+        m = re.fullmatch(r"\s*label_values\((.*),\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)\s*", q, re.S)
+        if not m:
+            result(False, f"dashboard variable ${v['name']}: not label_values(QUERY, LABEL): {q}")
+            continue
+        good, res = prom.query(substitute(m.group(1)))
+        ok = good and res and all(m.group(2) in s["metric"] for s in res)
+        result(ok, f"dashboard variable ${v['name']}: {q} has values",
+               "" if ok else (res if not good else f"{len(res)} series, label {m.group(2)} missing or none"))
+
+    for p, t in dashboard_targets(dash.get("panels", [])):
+        what = f"dashboard \"{p.get('title')}\" {t.get('refId')}"
+        expr = t.get("expr")
+        if not expr or not t.get("datasource"):
+            result(False, f"{what}: a target without expr or datasource")
+            continue
+        try:
+            q = substitute(expr)
+        except KeyError as e:
+            result(False, f"{what}: unknown Grafana variable ${e.args[0]}: {expr}")
+            continue
+        good, res = prom.query(q)
+        if not good:
+            result(False, f"{what}: {q}", res)
+        elif res:
+            result(True, f"{what}: {len(res)} series: {q}")
+        else:
+            ok, notes = check_selectors(prom, selectors(q), names)
+            result(ok, f"{what}: {'no series here, as expected' if ok else 'no series'}: {q}", "\n".join(notes))
+
+
+def check_rules(prom, path, names, expect):
+    with open(path) as f:
+        doc = yaml.safe_load(f)
+    rules = [r for g in doc["groups"] for r in g["rules"]]
+    for r in rules:
+        name = r.get("alert") or r.get("record")
+        expr = r["expr"]
+        good, res = prom.query(expr)
+        if not good:
+            result(False, f"alert {name}: the expression does not evaluate", res)
+            continue
+        sels = selectors(expr)
+        ok, notes = check_selectors(prom, sels, names)
+        ok = ok and bool(sels)
+        absent = sum(1 for n in notes if "no series on this host" in n)
+        what = f"{len(sels) - absent} of {len(sels)} selectors return series" + (
+            f", {absent} of a family this host cannot produce" if absent else "")
+        result(ok, f"alert {name}: parses; {what} (the expression itself: {len(res)} series now)",
+               "\n".join(notes) if notes else ("" if sels else "no nvmevol_/node_ selector found in it"))
+        if name in expect:
+            result(bool(res), f"alert {name}: fires for what this run broke: "
+                   + ", ".join(sorted({json.dumps(s['metric'], sort_keys=True) for s in res})[:3]))
+    missing = sorted(set(expect) - {r.get("alert") for r in rules})
+    result(not missing, "every --expect names a rule", ", ".join(missing))
+
+    # The rules as the server itself loaded and evaluated them.
+    r = prom.get("/api/v1/rules")
+    loaded = {x["name"]: x for g in r.get("data", {}).get("groups", []) for x in g["rules"]}
+    for rule in rules:
+        name = rule.get("alert") or rule.get("record")
+        x = loaded.get(name)
+        ok = x is not None and x.get("health") == "ok"
+        result(ok, f"alert {name}: loaded by the server, health ok",
+               "" if ok else ("not loaded" if x is None else f"health {x.get('health')}: {x.get('lastError')}"))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--dashboard", required=True)
+    ap.add_argument("--rules", required=True)
+    ap.add_argument("--source", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                     "../../src/metrics/metrics.c"))
+    ap.add_argument("--expect", action="append", default=[])
+    a = ap.parse_args()
+    prom = Prom(a.url)
+    names = written_names(a.source)
+    check_dashboard(prom, a.dashboard, names)
+    check_rules(prom, a.rules, names, a.expect)
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# The monitoring kit against the real thing: Debian's prometheus and
+# prometheus-node-exporter on loopback, in a network namespace of their own
+# that has nothing but lo (tests/monitoring/run.sh starts this script under
+# unshare --net), scraping a real nvmevol daemon's metrics directory; the
+# daemon runs directly on two loop XFS partitions, as the privileged tests do.
+#
+# What the run sets up: volumes on partition a, one mounted; six first mounts
+# of one volume (five make the baseline, the sixth a ratio to it); requests
+# that fail (an unknown volume, a bad option); and partition b detached while
+# the daemon was stopped, so its volume is partition-missing. Then
+# check-queries.py evaluates every expression of dashboard.json and
+# alerts.yml (the rules loaded by the server too), and two control runs with a
+# metric name misspelled (one in the dashboard, one in the rules) must fail.
+#
+# Needs root, losetup, mkfs.xfs, curl, jq, prometheus, prometheus-node-exporter,
+# python3-yaml and build/src/nvmevol (or NVMEVOL_BINARY). Ends with "N passed, N failed".
+set -uo pipefail
+
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+BIN=${NVMEVOL_BINARY:-$REPO/build/src/nvmevol}
+KIT=$REPO/examples/monitoring
+PASS=0
+FAIL=0
+ok() { PASS=$((PASS + 1)); echo "ok   $*"; }
+bad() { FAIL=$((FAIL + 1)); echo "FAIL $*"; }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+finish() { echo "$PASS passed, $FAIL failed"; [ "$FAIL" -eq 0 ]; exit $?; }
+
+[ "$(id -u)" = 0 ] || { bad "needs root"; finish; }
+for t in losetup mkfs.xfs blkid curl jq prometheus prometheus-node-exporter python3; do
+	command -v $t >/dev/null || { bad "missing $t"; finish; }
+done
+[ -x "$BIN" ] || { bad "no daemon binary at $BIN (build first)"; finish; }
+# Only loopback: the namespace run.sh made.
+if ip -o link show | grep -qv ': lo:'; then
+	bad "not in a network namespace of its own (run tests/monitoring/run.sh)"
+	finish
+fi
+ip link set lo up
+
+PREFIX=nvm$((RANDOM % 100000))
+WORK=$(mktemp -d "${NVMEVOL_TEST_TMPDIR:-/var/tmp}/nvmevol-monitoring.XXXXXX")
+chmod 755 "$WORK"
+SOCK=$WORK/s.sock
+METRICS=$WORK/metrics
+LOOPS=()
+PIDS=()
+DPID=
+
+cleanup() {
+	set +e
+	[ -n "$DPID" ] && kill "$DPID" 2>/dev/null && wait "$DPID" 2>/dev/null
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null && wait "$p" 2>/dev/null; done
+	awk -v d="$WORK" '$5 ~ "^"d {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do umount -l "$m"; done
+	for l in "${LOOPS[@]}"; do losetup -d "$l" 2>/dev/null; done
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+for p in a b; do
+	truncate -s 512M "$WORK/img-$p"
+	l=$(losetup --find --show --direct-io=on "$WORK/img-$p") || { bad "losetup"; finish; }
+	LOOPS+=("$l")
+	mkfs.xfs -q -L "${PREFIX}$p" "$l" || { bad "mkfs.xfs"; finish; }
+done
+mkdir -p "$WORK/state" "$WORK/prop" "$WORK/parts"
+
+start_daemon() {
+	env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin NVMEVOL_SOCKET="$SOCK" NVMEVOL_STATE_DIR="$WORK/state" \
+		NVMEVOL_PROPAGATED_MOUNT="$WORK/prop" NVMEVOL_PARTITION_ROOT="$WORK/parts" NVMEVOL_LABEL_PREFIX="$PREFIX" \
+		NVMEVOL_SELFTEST=warn NVMEVOL_SELFTEST_CACHE_SECONDS=0 NVMEVOL_SELFTEST_BUDGET_MS=100 \
+		NVMEVOL_METRICS_DIR="$METRICS" NVMEVOL_METRICS_INTERVAL_SECONDS=1 "$BIN" >>"$WORK/daemon.log" 2>&1 &
+	DPID=$!
+	for _ in $(seq 150); do api Capabilities '{}' 2>/dev/null | jq -e .Capabilities >/dev/null 2>&1 && return 0; sleep 0.1; done
+	return 1
+}
+stop_daemon() { kill "$DPID" && wait "$DPID"; DPID=; }
+api() { curl -s --max-time 60 --unix-socket "$SOCK" -X POST -d "$2" "http://nvmevol/VolumeDriver.$1"; }
+err() { api "$@" | jq -r '.Err // ""'; }
+
+# Partition b gets a volume, then its disk goes away while the daemon is stopped.
+check "daemon starts" start_daemon
+check "a volume on partition b" '[ -z "$(err Create "{\"Name\":\"away\",\"Opts\":{\"partition\":\"${PREFIX}b\"}}")" ]'
+stop_daemon
+UUID_B=$(blkid -s UUID -o value "${LOOPS[1]}")
+umount "$WORK/parts/$UUID_B" && losetup -d "${LOOPS[1]}" && unset 'LOOPS[1]'
+check "partition b detached" '[ ! -e "$WORK/parts/$UUID_B/nvmevol" ]'
+
+# node_exporter and Prometheus on loopback, random ports, their own storage, scraping every second.
+port() { echo $((20000 + RANDOM % 40000)); }
+NE_PORT=$(port)
+PROM_PORT=$(port)
+[ "$PROM_PORT" != "$NE_PORT" ] || PROM_PORT=$((NE_PORT + 1))
+mkdir -p "$METRICS" "$WORK/tsdb"
+prometheus-node-exporter --web.listen-address="127.0.0.1:$NE_PORT" --collector.disable-defaults \
+	--collector.textfile --collector.textfile.directory="$METRICS" >"$WORK/node-exporter.log" 2>&1 &
+PIDS+=($!)
+cp "$KIT/alerts.yml" "$WORK/alerts.yml"
+cat >"$WORK/prometheus.yml" <<EOF
+global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: [ alerts.yml ]
+scrape_configs:
+  - job_name: node
+    static_configs:
+      - targets: [ "127.0.0.1:$NE_PORT" ]
+EOF
+prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/tsdb" \
+	--web.listen-address="127.0.0.1:$PROM_PORT" >"$WORK/prometheus.log" 2>&1 &
+PIDS+=($!)
+URL=http://127.0.0.1:$PROM_PORT
+
+check "daemon starts again without partition b" start_daemon
+for v in db cache; do
+	check "create $v on partition a" '[ -z "$(err Create "{\"Name\":\"$v\",\"Opts\":{\"partition\":\"${PREFIX}a\"}}")" ]'
+done
+# Six first mounts: each runs a self-test; five make the baseline, the sixth has a ratio to it.
+for i in 1 2 3 4 5 6; do
+	e=$(err Mount "{\"Name\":\"db\",\"ID\":\"m$i\"}")
+	[ -z "$e" ] || echo "  mount $i: $e"
+	api Unmount "{\"Name\":\"db\",\"ID\":\"m$i\"}" >/dev/null
+done
+check "the baseline is established" \
+	'[ "$(api Get "{\"Name\":\"db\"}" | jq -r ".Volume.Status.selftest.history.ratio.seq_write_mbps // empty")" != "" ]'
+check "cache stays mounted" '[ -z "$(err Mount "{\"Name\":\"cache\",\"ID\":\"c1\"}")" ]'
+# Requests that fail: counted as errors by kind and result.
+check "Mount of an unknown volume fails" '[ -n "$(err Mount "{\"Name\":\"nope\",\"ID\":\"x\"}")" ]'
+check "Create with a bad option fails" '[ -n "$(err Create "{\"Name\":\"bad\",\"Opts\":{\"nosuch\":\"1\"}}")" ]'
+check "Mount of the volume on the missing partition fails" '[ -n "$(err Mount "{\"Name\":\"away\",\"ID\":\"y\"}")" ]'
+api List '{}' >/dev/null
+
+# Ready when Prometheus has the last changes (the ratio, and a mounted volume) and a few more scrapes.
+q() { curl -s --max-time 10 "$URL/api/v1/query" --data-urlencode "query=$1" | jq -r '.data.result | length'; }
+ready=false
+for _ in $(seq 120); do
+	if [ "$(q 'nvmevol_partition_selftest_baseline_ratio')" -gt 0 ] 2>/dev/null &&
+		[ "$(q 'nvmevol_volume_mounts > 0')" -gt 0 ] 2>/dev/null &&
+		[ "$(q 'count_over_time(nvmevol_up[1m]) >= 5')" -gt 0 ] 2>/dev/null; then
+		ready=true
+		break
+	fi
+	sleep 0.5
+done
+check "Prometheus scrapes the plugin's metrics through node_exporter" '$ready'
+if ! $ready; then
+	echo "--- prometheus.log"; tail -20 "$WORK/prometheus.log"; echo "--- node-exporter.log"; tail -20 "$WORK/node-exporter.log"
+	echo "--- daemon.log"; tail -20 "$WORK/daemon.log"
+	finish
+fi
+# The rules' first evaluation (evaluation_interval 1 s).
+sleep 2
+
+EXPECT=(--expect NvmevolPartitionMissing --expect NvmevolVolumesUnavailable)
+python3 "$REPO/tests/monitoring/check-queries.py" --url "$URL" --dashboard "$KIT/dashboard.json" \
+	--rules "$KIT/alerts.yml" --source "$REPO/src/metrics/metrics.c" "${EXPECT[@]}" | tee "$WORK/queries.out"
+read -r p f < <(sed -nE 's/^([0-9]+) passed, ([0-9]+) failed$/\1 \2/p' "$WORK/queries.out" | tail -1)
+PASS=$((PASS + ${p:-0}))
+FAIL=$((FAIL + ${f:-1}))
+
+# Controls: one metric name misspelled must fail the check, in either file.
+sed '0,/nvmevol_partition_free_bytes/s//nvmevol_partition_fre_bytes/' "$KIT/dashboard.json" >"$WORK/bad-dashboard.json"
+sed '0,/nvmevol_partition_present ==/s//nvmevol_partition_presnt ==/' "$KIT/alerts.yml" >"$WORK/bad-alerts.yml"
+check "control: the misspelled metric is in the copies" \
+	'grep -q nvmevol_partition_fre_bytes "$WORK/bad-dashboard.json" && grep -q nvmevol_partition_presnt "$WORK/bad-alerts.yml"'
+python3 "$REPO/tests/monitoring/check-queries.py" --url "$URL" --dashboard "$WORK/bad-dashboard.json" \
+	--rules "$KIT/alerts.yml" "${EXPECT[@]}" >"$WORK/control-dashboard.out" 2>&1
+rc=$?
+check "control: a misspelled metric in the dashboard fails the check" \
+	'[ $rc -ne 0 ] && grep -q "^FAIL .*nvmevol_partition_fre_bytes" "$WORK/control-dashboard.out"'
+python3 "$REPO/tests/monitoring/check-queries.py" --url "$URL" --dashboard "$KIT/dashboard.json" \
+	--rules "$WORK/bad-alerts.yml" "${EXPECT[@]}" >"$WORK/control-rules.out" 2>&1
+rc=$?
+check "control: a misspelled metric in the rules fails the check" \
+	'[ $rc -ne 0 ] && grep -A2 "^FAIL alert NvmevolPartitionMissing" "$WORK/control-rules.out" | grep -q nvmevol_partition_presnt'
+grep '^FAIL' "$WORK/control-dashboard.out" "$WORK/control-rules.out" | sed 's/^/  (control) /'
+
+check "daemon stops cleanly" 'stop_daemon'
+finish
