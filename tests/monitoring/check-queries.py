@@ -39,6 +39,8 @@ import urllib.request
 
 import yaml
 
+from tally import finish, result
+
 UNAVAILABLE = {
     "nvmevol_volume_used_bytes": "XFS project quota (this host's kernel has none; the qemu stage tests quota)",
     "nvmevol_volume_used_inodes": "XFS project quota",
@@ -48,21 +50,6 @@ UNAVAILABLE = {
 }
 GRAFANA_VARS = {"instance": ".*", "partition": ".*", "volume": ".*", "__rate_interval": "1m", "__interval": "15s",
                 "__range": "1h"}
-
-passed = failed = 0
-
-
-def result(ok, what, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"ok   {what}")
-    else:
-        failed += 1
-        print(f"FAIL {what}")
-    if detail:
-        print("     " + detail.strip().replace("\n", "\n     "))
-
 
 class Prom:
     def __init__(self, url):
@@ -254,8 +241,7 @@ def main():
     names = written_names(a.source)
     check_dashboard(prom, a.dashboard, names)
     check_rules(prom, a.rules, names, a.expect)
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return finish()
 
 
 if __name__ == "__main__":

@@ -24,25 +24,12 @@ import tempfile
 
 import yaml
 
+from tally import finish, result
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 RULES = os.path.join(REPO, "examples/monitoring/alerts.yml")
 TESTS = os.path.join(REPO, "examples/monitoring/alerts.test.yml")
-
-passed = failed = 0
-
-
-def result(ok, what, detail=""):
-    global passed, failed
-    if ok:
-        passed += 1
-        print(f"ok   {what}")
-    else:
-        failed += 1
-        print(f"FAIL {what}")
-        if detail:
-            print("     " + detail.strip().replace("\n", "\n     "))
-
 
 def promtool(*args, cwd=None):
     # One stream: promtool prints a file's name on stdout and its failures on stderr.
@@ -113,8 +100,7 @@ def main():
             result(ok, f"{alert}: the tests fail when it {how} fires (expr: {short})",
                    "" if ok else f"promtool said:\n{text[:1500] or out[:1500]}")
 
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return finish()
 
 
 if __name__ == "__main__":

@@ -22,12 +22,7 @@ set -uo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 BIN=${NVMEVOL_BINARY:-$REPO/build/src/nvmevol}
 KIT=$REPO/examples/monitoring
-PASS=0
-FAIL=0
-ok() { PASS=$((PASS + 1)); echo "ok   $*"; }
-bad() { FAIL=$((FAIL + 1)); echo "FAIL $*"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-finish() { echo "$PASS passed, $FAIL failed"; [ "$FAIL" -eq 0 ]; exit $?; }
+. "$REPO/tests/helpers/tally.sh"
 
 [ "$(id -u)" = 0 ] || { bad "needs root"; finish; }
 for t in losetup mkfs.xfs blkid curl jq prometheus prometheus-node-exporter python3; do
