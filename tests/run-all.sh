@@ -144,7 +144,8 @@ stage_reliability() { tests/reliability/run-all.sh; }
 # The self-test history's drift check: a throttled partition turns pass into below-baseline (about 10 s).
 stage_drift() { tests/drift/drift.sh; }
 # The monitoring kit: the alert rules' promtool tests and their controls, then every query of the
-# dashboard and the rules against a real Prometheus and node_exporter on a running nvmevol (about 30 s).
+# dashboard and the rules against a real Prometheus and node_exporter on two running nvmevol, one of them
+# in the qemu guest for quota and NVMe (about 80 s).
 stage_monitoring() { tests/monitoring/run.sh; }
 # Both qemu suites; one "N passed, N failed" line for the stage.
 stage_qemu() {
