@@ -15,7 +15,8 @@ has series).
   each expression must parse and evaluate (the HTTP API answers "success"),
   and each of its vector selectors (the metric name with its label matchers,
   as written, found by scanning the expression with string literals masked)
-  must return series. --expect NAME: that alert's whole expression must
+  must return series (only nvmevol_* and node_* selectors are looked for:
+  the kit uses no others). --expect NAME: that alert's whole expression must
   return series now (a condition the run created).
 - The rules as the server loaded them (rule_files): each rule's health "ok".
 
@@ -36,6 +37,7 @@ from tally import finish, result
 
 GRAFANA_VARS = {"instance": ".*", "partition": ".*", "volume": ".*", "__rate_interval": "1m", "__interval": "15s",
                 "__range": "1h"}
+
 
 class Prom:
     def __init__(self, url):
