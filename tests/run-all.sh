@@ -6,9 +6,10 @@
 #   quota suite in a qemu guest, the end-to-end suite against a real dockerd,
 #   registry and docker-compose, a PostgreSQL cloned under load, a three-node
 #   Docker Swarm in network namespaces, the day-2 operations (install from a
-#   registry, the admin command) against a real dockerd, and the self-test drift
-#   under a real throttle.
-# Usage: tests/run-all.sh [stage...]    stages: deps build unit asan fuzz reliability drift qemu e2e compose clone swarm admin
+#   registry, the admin command) against a real dockerd, the self-test drift
+#   under a real throttle, and the monitoring kit (alert rules, dashboard) against
+#   a real Prometheus and node_exporter.
+# Usage: tests/run-all.sh [stage...]    stages: deps build unit asan fuzz reliability drift monitoring qemu e2e compose clone swarm admin
 # Ends with "N tests, M runs" (distinct tests; unit and asan run the same ones) and one line
 # "N passed, N failed" summing every stage's tests. deps and build are steps, not tests: they count
 # only when they fail. A stage that ran no test fails. With CI=true (.ci/run) a skipped test is a
@@ -32,7 +33,7 @@ TOTAL_SKIP=0
 OTHER_TESTS=0 # tests of the stages that report no test names (each stage's own)
 STAGE_RESULTS=()
 STEP_STAGES=" deps build "
-PRIVILEGED_STAGES=" unit asan reliability drift "
+PRIVILEGED_STAGES=" unit asan reliability drift monitoring "
 
 note() { printf '\n=== %s ===\n' "$*"; }
 
@@ -96,7 +97,7 @@ stage_deps() {
 		xfsprogs util-linux fdisk acl attr fio strace valgrind python3 curl jq \
 		qemu-system-x86 cpio kmod busybox-static \
 		docker.io docker-registry docker-compose debootstrap iproute2 \
-		prometheus python3-prometheus-client gnuplot-nox scdoc man-db >/dev/null || return 1
+		prometheus prometheus-node-exporter python3-prometheus-client python3-yaml gnuplot-nox scdoc man-db >/dev/null || return 1
 }
 
 # meson_suite DIR STAGE [meson test args]: runs the suite and prints "P passed, F failed, S skipped"
@@ -142,6 +143,10 @@ stage_fuzz() { tests/fuzz/run.sh "${NVMEVOL_FUZZ_SECONDS:-15}"; }
 stage_reliability() { tests/reliability/run-all.sh; }
 # The self-test history's drift check: a throttled partition turns pass into below-baseline (about 10 s).
 stage_drift() { tests/drift/drift.sh; }
+# The monitoring kit: the alert rules' promtool tests and their controls, then every query of the
+# dashboard and the rules against a real Prometheus and node_exporter on two running nvmevol, one of them
+# in the qemu guest for quota and NVMe (about 80 s).
+stage_monitoring() { tests/monitoring/run.sh; }
 # Both qemu suites; one "N passed, N failed" line for the stage.
 stage_qemu() {
 	local p=0 f=0 rc=0 out line
@@ -168,7 +173,7 @@ stage_swarm() { tests/swarm/run.sh; }
 stage_admin() { tests/e2e/admin.sh; }
 
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(deps build unit asan fuzz reliability drift qemu e2e compose clone swarm admin)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(deps build unit asan fuzz reliability drift monitoring qemu e2e compose clone swarm admin)
 T0=$(date +%s)
 for s in "${STAGES[@]}"; do
 	run_stage "$s" "stage_$s"

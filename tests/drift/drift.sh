@@ -38,12 +38,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-PASS=0
-FAIL=0
-ok() { PASS=$((PASS + 1)); echo "ok   $*"; }
-bad() { FAIL=$((FAIL + 1)); echo "FAIL $*"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-finish() { echo "$PASS passed, $FAIL failed"; [ "$FAIL" -eq 0 ]; exit $?; }
+. "$REPO/tests/helpers/tally.sh"
 
 BLKIO=/sys/fs/cgroup/blkio
 [ "$(id -u)" = 0 ] || { echo "drift.sh: needs root"; bad "root"; finish; }
