@@ -14,8 +14,8 @@
  *     Debian 6.1's dm-flakey does not corrupt reads (its end_io walks the spent
  *     bio iterator), hence writes;
  *   - a virtio disk behind qemu's blkdebug (serial NVSEIO) that fails every
- *     read touching a 1 MiB boundary with EIO while writes succeed (Debian's
- *     kernel has no dm-dust).
+ *     read touching a 1 MiB boundary past its first 32 MiB with EIO while
+ *     writes succeed (Debian's kernel has no dm-dust).
  * Each has its control: the same mapping without the fault (flakey always up;
  * the same extents on a plain disk, serial NVSCLEAN) must pass. After each
  * case xfs_repair -n finds the file system clean, and a restarted daemon
@@ -40,6 +40,11 @@
  * same XFS superblock, and the daemon rightly refuses a file system seen twice.
  */
 #define POOL_OFF 2048ULL
+/*
+ * The remapped extents start 32 MiB into the disks they move to: the failing
+ * disk's errors start there, past what the kernel's and blkid's probes read.
+ */
+#define REMAP_OFF 65536ULL
 /* REQ_SYNC | REQ_IDLE in Linux 6.1 (include/linux/blk_types.h: bits 11 and 15): what iomap's O_DIRECT writes carry. */
 #define DIO_WRITE_FLAGS "34816"
 
@@ -157,7 +162,7 @@ static void read_free_extents(const char *mp)
 static void load_table(Fault fault, const char *remap_dev)
 {
 	char path[] = "/tmp/nvs-table.XXXXXX";
-	unsigned long long pos = 0, rpos = 0, size = disk_sectors(pool_disk) - POOL_OFF;
+	unsigned long long pos = 0, rpos = REMAP_OFF, size = disk_sectors(pool_disk) - POOL_OFF;
 	int fd = mkstemp(path);
 	FILE *f = fdopen(fd, "w");
 

@@ -29,7 +29,7 @@ DMSETUP=$(command -v dmsetup) || { echo "run-nvme-tests.sh: dmsetup (package dms
 work=$(mktemp -d "${TMPDIR:-/tmp}/nvmevol-nvme-qemu.XXXXXX")
 log=$work/guest.log
 trap 'rm -rf "$work"' EXIT
-for d in nvme0:700 nvme1:400 virt:400 usb:800 nvs-pool:400 nvs-eio:400 nvs-clean:400; do
+for d in nvme0:700 nvme1:400 virt:400 usb:800 nvs-pool:400 nvs-eio:448 nvs-clean:448; do
 	truncate -s "${d#*:}M" "$work/${d%%:*}.img"
 done
 
@@ -53,8 +53,9 @@ qarg -drive "if=none,id=u0,format=raw,file=$work/usb.img"
 qarg -device qemu-xhci
 qarg -device "usb-storage,drive=u0,serial=$USB_SERIAL,removable=on"
 # test-selftest-guest: the pool disk, a disk whose reads touching any 1 MiB boundary past its first
-# 4 MiB fail with EIO (blkdebug; the kernel's and blkid's probes at the start stay quiet), a plain disk.
-for s in $(seq 8192 2048 $((400 * 2048 - 2048))); do
+# 32 MiB fail with EIO (blkdebug; the kernel's and blkid's probes stay quiet; the test remaps the
+# pool's free space to 32 MiB on), a plain disk.
+for s in $(seq 65536 2048 $((440 * 2048))); do
 	printf '[inject-error]\nevent = "read_aio"\niotype = "read"\nerrno = "5"\nsector = "%d"\nonce = "off"\n\n' "$s"
 done >"$work/blkdebug.conf"
 qarg -drive "if=none,id=s0,format=raw,file=$work/nvs-pool.img"
