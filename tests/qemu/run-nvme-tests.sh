@@ -7,6 +7,9 @@
 # device-mapper target, as LVM would put it), and runs
 # tests/qemu/nvme-guest.sh there. Everything qemu is told is passed to the
 # guest as NVQ_* variables, so the suite checks each reported fact against it.
+# The same boot runs test-selftest-guest (the self-test against a disk that
+# stores wrong bytes, dm-flakey, and one that fails reads, qemu's blkdebug) on
+# three more virtio disks, found by their serials NVSPOOL, NVSEIO, NVSCLEAN.
 # Ends with one line "N passed, N failed"; nothing may skip in the guest.
 #
 # usage: tests/qemu/run-nvme-tests.sh [BUILD_DIR]   (default: build, or $NVMEVOL_BUILD_DIR)
@@ -15,7 +18,7 @@ cd "$(dirname "$0")/../.." || exit 1
 BUILD=${1:-${NVMEVOL_BUILD_DIR:-build}}
 SUITE=run-nvme-tests.sh
 . tests/qemu/lib.sh
-BINS=("$BUILD/tests/test-nvme-guest" "$BUILD/src/nvmevol")
+BINS=("$BUILD/tests/test-nvme-guest" "$BUILD/src/nvmevol" "$BUILD/tests/test-selftest-guest")
 
 qemu_require_built "${BINS[@]}"
 command -v sfdisk >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fdisk >/dev/null 2>&1
@@ -26,7 +29,7 @@ DMSETUP=$(command -v dmsetup) || { echo "run-nvme-tests.sh: dmsetup (package dms
 work=$(mktemp -d "${TMPDIR:-/tmp}/nvmevol-nvme-qemu.XXXXXX")
 log=$work/guest.log
 trap 'rm -rf "$work"' EXIT
-for d in nvme0:700 nvme1:400 virt:400 usb:800; do
+for d in nvme0:700 nvme1:400 virt:400 usb:800 nvs-pool:400 nvs-eio:448 nvs-clean:448; do
 	truncate -s "${d#*:}M" "$work/${d%%:*}.img"
 done
 
@@ -49,11 +52,24 @@ qarg -device "virtio-blk-pci,drive=v0,serial=$VIRT_SERIAL,physical_block_size=40
 qarg -drive "if=none,id=u0,format=raw,file=$work/usb.img"
 qarg -device qemu-xhci
 qarg -device "usb-storage,drive=u0,serial=$USB_SERIAL,removable=on"
+# test-selftest-guest: the pool disk, a disk whose reads touching any 1 MiB boundary past its first
+# 32 MiB fail with EIO (blkdebug; the kernel's and blkid's probes stay quiet; the test remaps the
+# pool's free space to 32 MiB on), a plain disk.
+for s in $(seq 65536 2048 $((440 * 2048))); do
+	printf '[inject-error]\nevent = "read_aio"\niotype = "read"\nerrno = "5"\nsector = "%d"\nonce = "off"\n\n' "$s"
+done >"$work/blkdebug.conf"
+qarg -drive "if=none,id=s0,format=raw,file=$work/nvs-pool.img"
+qarg -device "virtio-blk-pci,drive=s0,serial=NVSPOOL"
+qarg -drive "if=none,id=s1,format=raw,file=blkdebug:$work/blkdebug.conf:$work/nvs-eio.img"
+qarg -device "virtio-blk-pci,drive=s1,serial=NVSEIO"
+qarg -drive "if=none,id=s2,format=raw,file=$work/nvs-clean.img"
+qarg -device "virtio-blk-pci,drive=s2,serial=NVSCLEAN"
 
 qemu_boot "$log" --timeout 240 \
 	--module nvme --module virtio_pci --module virtio_blk --module xhci_pci --module usb_storage --module sd_mod \
-	--module dm_mod \
-	--file "${BINS[0]}" --file "${BINS[1]}" --file "$SFDISK:/usr/sbin/sfdisk" --file "$DMSETUP:/usr/sbin/dmsetup" \
+	--module dm_mod --module dm_flakey \
+	--file "${BINS[0]}" --file "${BINS[1]}" --file "${BINS[2]}" --file "$SFDISK:/usr/sbin/sfdisk" --file "$DMSETUP:/usr/sbin/dmsetup" \
+	--file "$(command -v xfs_spaceman):/usr/sbin/xfs_spaceman" --file "$(command -v xfs_repair):/usr/sbin/xfs_repair" \
 	--env NVQ_SERIAL0=$SERIAL0 --env NVQ_SERIAL1=$SERIAL1 --env NVQ_CRIT=$CRIT --env NVQ_FW="$QEMU_FW" \
 	--env NVQ_VIRT_SERIAL=$VIRT_SERIAL --env NVQ_USB_SERIAL=$USB_SERIAL \
 	"${q[@]}" --script tests/qemu/nvme-guest.sh

@@ -42,7 +42,7 @@ trap 'rm -f "$log" "$script"' EXIT
 files=()
 for b in "${BINS[@]}" tests/qemu/guest-projid-escape.sh; do files+=(--file "$b"); done
 files+=(--file "$STRACE:/usr/bin/strace")
-for e in NVMEVOL_QUOTA_FAULTS NVMEVOL_QUOTA_FAULTS_SABOTAGE; do
+for e in NVMEVOL_QUOTA_FAULTS NVMEVOL_QUOTA_FAULTS_SABOTAGE NVMEVOL_QUOTA_FAULTS_OPS; do
 	[ -z "${!e:-}" ] || files+=(--env "$e=${!e}")
 done
 qemu_boot "$log" --timeout "${NVMEVOL_QEMU_TIMEOUT:-600}" "${files[@]}" --script "$script"
