@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "selftest/selftest.h"
+#include "selftest/selftest-stats.h"
 #include "util/errmsg.h"
 #include "util/macro.h"
 
@@ -50,13 +51,15 @@
 /*
  * Share of the budget: the sequential write plus reading the file back get
  * SEQ_SHARE; what is left after them is split between the random phases by
- * weight. The queue-depth-1 phases weigh more because their p99 needs samples.
+ * weight. The queue-depth-1 phases weigh more because their p99 needs
+ * SELFTEST_P99_MIN_SAMPLES (about 1300 per phase at 40 us an I/O on an idle
+ * disk); a rate at queue depth 16 settles within a few thousand I/Os.
  */
 #define SEQ_SHARE 0.35
-#define W_RAND_WRITE_QD1 0.30
-#define W_RAND_WRITE_QDN 0.20
-#define W_RAND_READ_QD1 0.30
-#define W_RAND_READ_QDN 0.20
+#define W_RAND_WRITE_QD1 0.35
+#define W_RAND_WRITE_QDN 0.15
+#define W_RAND_READ_QD1 0.35
+#define W_RAND_READ_QDN 0.15
 
 static inline uint64_t min_u64(uint64_t a, uint64_t b)
 {
@@ -419,19 +422,9 @@ static int cmp_u32(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* Nearest-rank percentile, in ms. */
-static double samples_percentile_ms(const Samples *s, double p)
+static double samples_percentile_ms(const Samples *s, unsigned permille)
 {
-	size_t k;
-
-	if (s->n == 0)
-		return 0;
-	k = (size_t)ceil(p * (double)s->n);
-	if (k < 1)
-		k = 1;
-	if (k > s->n)
-		k = s->n;
-	return (double)s->v[k - 1] / (double)NSEC_PER_MSEC;
+	return (double)selftest_percentile(s->v, s->n, permille) / (double)NSEC_PER_MSEC;
 }
 
 static void mark_written(Run *run, uint64_t offset, size_t len)
@@ -444,7 +437,12 @@ static void mark_written(Run *run, uint64_t offset, size_t len)
 			run->gen[u] = 1;
 }
 
-static int phase_rand_qd1(Run *run, bool write, uint64_t deadline, double *ret_p50, double *ret_p99)
+/*
+ * Sets *ret_p99 only from enough samples (selftest-stats.h); otherwise leaves
+ * it 0 and sets *ret_unreported. *ret_samples: the latencies counted.
+ */
+static int phase_rand_qd1(Run *run, bool write, uint64_t deadline, double *ret_p50, double *ret_p99,
+			  uint64_t *ret_samples, bool *ret_unreported)
 {
 	_cleanup_free_ void *buf = NULL;
 	Samples s = { .rng = run->seed ^ 0x51 };
@@ -489,9 +487,12 @@ static int phase_rand_qd1(Run *run, bool write, uint64_t deadline, double *ret_p
 	if (r >= 0 && s.n > 0) {
 		/* s.v is NULL when allocation failed: qsort(NULL, 0) is undefined. */
 		qsort(s.v, s.n, sizeof(uint32_t), cmp_u32);
-		*ret_p50 = samples_percentile_ms(&s, 0.50);
-		*ret_p99 = samples_percentile_ms(&s, 0.99);
+		*ret_p50 = samples_percentile_ms(&s, 500);
+		if (selftest_p99_reportable(s.n))
+			*ret_p99 = samples_percentile_ms(&s, 990);
 	}
+	*ret_samples = s.seen;
+	*ret_unreported = !selftest_p99_reportable(s.n);
 	free(s.v);
 	return r;
 }
@@ -1134,7 +1135,7 @@ static int run_phases(Run *run)
 
 	/* The random writes go before the sequential read, so that it verifies them too. */
 	r = phase_rand_qd1(run, true, phase_deadline(run, W_RAND_WRITE_QD1, left, read_est_ns),
-			   &res->write_p50_ms, &res->write_p99_ms);
+			   &res->write_p50_ms, &res->write_p99_ms, &res->write_samples, &res->write_p99_unreported);
 	if (r < 0)
 		return r;
 	left -= W_RAND_WRITE_QD1;
@@ -1157,7 +1158,7 @@ static int run_phases(Run *run)
 		return r;
 
 	r = phase_rand_qd1(run, false, phase_deadline(run, W_RAND_READ_QD1, left, 0),
-			   &res->read_p50_ms, &res->read_p99_ms);
+			   &res->read_p50_ms, &res->read_p99_ms, &res->read_samples, &res->read_p99_unreported);
 	if (r < 0)
 		return r;
 	left -= W_RAND_READ_QD1;
