@@ -510,7 +510,8 @@ static struct {
 } aio_pool[AIO_POOL_MAX];
 static unsigned aio_pool_n;
 
-static int aio_ctx_get(unsigned depth, aio_context_t *ret)
+/* A context for at least @depth I/Os; *ret_depth: what it was made for (give that back to aio_ctx_put). */
+static int aio_ctx_get(unsigned depth, aio_context_t *ret, unsigned *ret_depth)
 {
 	aio_context_t ctx = 0;
 
@@ -518,6 +519,7 @@ static int aio_ctx_get(unsigned depth, aio_context_t *ret)
 	for (unsigned i = 0; i < aio_pool_n; i++)
 		if (aio_pool[i].depth >= depth) {
 			*ret = aio_pool[i].ctx;
+			*ret_depth = aio_pool[i].depth;
 			aio_pool[i] = aio_pool[--aio_pool_n];
 			pthread_mutex_unlock(&aio_pool_lock);
 			return 0;
@@ -526,6 +528,7 @@ static int aio_ctx_get(unsigned depth, aio_context_t *ret)
 	if (syscall(SYS_io_setup, depth, &ctx) < 0)
 		return negative_errno();
 	*ret = ctx;
+	*ret_depth = depth;
 	return 0;
 }
 
@@ -584,18 +587,19 @@ static int seq_read_pipelined(Run *run, uint64_t *ret_ns, bool *ret_unavailable)
 	aio_context_t ctx;
 	VerifyCount vc = {};
 	uint64_t t0, t1 = 0;
+	unsigned ctx_depth;
 	bool inflight;
 	int r;
 
 	*ret_unavailable = false;
-	r = aio_ctx_get(2, &ctx);
+	r = aio_ctx_get(2, &ctx, &ctx_depth);
 	if (r < 0) {
 		*ret_unavailable = true;
 		return r;
 	}
 	r = alloc_buffer(run, 2 * (size_t)SELFTEST_SEQ_BLOCK_SIZE, &bufs);
 	if (r < 0) {
-		aio_ctx_put(ctx, 2);
+		aio_ctx_put(ctx, ctx_depth);
 		return run_fail(run, r, "cannot allocate the I/O buffer: %s", errno_str(r));
 	}
 
@@ -649,7 +653,7 @@ static int seq_read_pipelined(Run *run, uint64_t *ret_ns, bool *ret_unavailable)
 	if (inflight)
 		(void)syscall(SYS_io_destroy, ctx);
 	else
-		aio_ctx_put(ctx, 2);
+		aio_ctx_put(ctx, ctx_depth);
 	if (r < 0)
 		return r;
 	*ret_ns = t1 > t0 ? t1 - t0 : 1;
@@ -683,6 +687,7 @@ typedef struct AioQueue {
 	struct iocb *cbs;
 	struct iocb **ptrs;
 	struct io_event *events;
+	unsigned ctx_depth; /* what ctx was made for: a pooled one may be deeper */
 	uint64_t *offs;   /* in-flight offset of each slot; UINT64_MAX when idle */
 	uint8_t *bufs;    /* depth buffers of run->rbs bytes */
 	unsigned inflight;
@@ -694,7 +699,7 @@ static int aio_queue_init(Run *run, AioQueue *q, unsigned depth)
 	int r;
 
 	*q = (AioQueue){ .depth = depth };
-	r = aio_ctx_get(depth, &q->ctx);
+	r = aio_ctx_get(depth, &q->ctx, &q->ctx_depth);
 	if (r < 0)
 		return r;
 	q->cbs = calloc(depth, sizeof(struct iocb));
@@ -725,7 +730,7 @@ static void aio_queue_done(AioQueue *q)
 	}
 	/* A context that may still hold I/O is destroyed (io_destroy waits for it), never reused. */
 	if (q->ctx && idle)
-		aio_ctx_put(q->ctx, q->depth);
+		aio_ctx_put(q->ctx, q->ctx_depth);
 	else if (q->ctx)
 		(void)syscall(SYS_io_destroy, q->ctx);
 	free(q->cbs);
