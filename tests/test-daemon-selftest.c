@@ -86,7 +86,14 @@ Test(selftest_mount, first_mount_measures_and_reports_then_caches)
 	cr_expect(num(st, "seq_write_mbps") > 1 && num(st, "seq_write_mbps") < 100000, "%s", rep.body);
 	cr_expect(num(st, "seq_read_mbps") > 1 && num(st, "seq_read_mbps") < 100000);
 	cr_expect(num(st, "rand_write_iops") > 10 && num(st, "rand_read_iops") > 10);
-	cr_expect(num(st, "read_p99_ms") > 0 && num(st, "read_p99_ms") >= num(st, "read_p50_ms"));
+	/* A p99 from enough samples, or null and the reason (a loaded machine gets fewer in 300 ms). */
+	if (json_is_null(json_object_get(st, "read_p99_ms"))) {
+		cr_expect_lt(num(st, "read_samples"), 1000, "%s", rep.body);
+		cr_expect(json_is_string(json_object_get(st, "p99_not_reported")), "%s", rep.body);
+	} else {
+		cr_expect_geq(num(st, "read_samples"), 1000, "%s", rep.body);
+		cr_expect(num(st, "read_p99_ms") > 0 && num(st, "read_p99_ms") >= num(st, "read_p50_ms"));
+	}
 	cr_expect(num(st, "duration_ms") > 0 && num(st, "duration_ms") < 3000, "budget 300 ms, took %f", num(st, "duration_ms"));
 	cr_expect_lt(num(st, "verify_errors"), 0.5);
 	cr_expect_not_null(json_object_get(st, "tested_at"));

@@ -5,6 +5,7 @@
  * volume against its thresholds (absolute, and relative to the partition's
  * baseline) and policy.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -175,12 +176,24 @@ static void skip(Manager *m, Volume *v, SelftestPolicy policy, const char *why)
  * Records a fresh run: in memory under the state's lock, then in the
  * partition's file (the caller holds selftest_lock, so writes are serialised).
  */
+/* A p99 for the log: "0.21", or "n/r" when it had too few samples (its figure is 0). */
+static const char *p99_text(char buf[static 32], const SelftestResult *r, SelftestFigure f)
+{
+	double v = selftest_figure(r, f);
+
+	if (v <= 0)
+		return "n/r";
+	(void)snprintf(buf, 32, "%.3f", v);
+	return buf;
+}
+
 static void record_run(Manager *m, SelftestState *st, PartitionFs *fs, const char *pname, const SelftestResult *res,
 		       int64_t at)
 {
 	_cleanup_free_ SelftestHistory *copy = malloc(sizeof(SelftestHistory));
 	const SelftestResult *base;
 	SelftestResult base_copy;
+	char wp99[32], rp99[32];
 	SelftestVerdict pv;
 	bool established, has_base;
 	int r;
@@ -205,9 +218,10 @@ static void record_run(Manager *m, SelftestState *st, PartitionFs *fs, const cha
 	pthread_mutex_unlock(&st->lock);
 
 	if (established)
-		log_info("partition %s: self-test baseline established (median of %d runs): write %.1f MiB/s, read %.1f MiB/s, %.0f/%.0f IOPS, p99 %.3f/%.3f ms",
+		log_info("partition %s: self-test baseline established (median of %d runs): write %.1f MiB/s, read %.1f MiB/s, %.0f/%.0f IOPS, p99 %s/%s ms",
 			 pname, SELFTEST_BASELINE_RUNS, base_copy.seq_write_mbps, base_copy.seq_read_mbps,
-			 base_copy.rand_write_iops, base_copy.rand_read_iops, base_copy.write_p99_ms, base_copy.read_p99_ms);
+			 base_copy.rand_write_iops, base_copy.rand_read_iops, p99_text(wp99, &base_copy, SELFTEST_FIG_WRITE_P99),
+			 p99_text(rp99, &base_copy, SELFTEST_FIG_READ_P99));
 	if (!copy)
 		return;
 	r = selftest_history_save(fs->tree_fd, copy);
@@ -330,6 +344,8 @@ static json_t *report_json(Manager *m, SelftestState *st, SelftestPolicy policy,
 static int apply_policy(Volume *v, SelftestPolicy policy, const char *pname, const SelftestOutcome *out,
 			SelftestVerdict verdict, const char *msg, char **reterr_msg)
 {
+	char wp99[32], rp99[32];
+
 	if (verdict == SELFTEST_VERDICT_DATA_ERROR)
 		return errmsg_set(reterr_msg, -EBADMSG, "volume %s: self-test of partition %s read back wrong data (%llu bad block(s)); refusing to mount: %s",
 			       v->name, pname, (unsigned long long)out->res.verify_errors, msg ? msg : "");
@@ -342,10 +358,10 @@ static int apply_policy(Volume *v, SelftestPolicy policy, const char *pname, con
 		log_warning("volume %s: partition %s is below %s (selftest=warn, mounting anyway): %s",
 			    v->name, pname, what, msg ? msg : "");
 	}
-	log_info("volume %s: self-test %s%s: write %.0f MiB/s, read %.0f MiB/s, %.0f/%.0f IOPS, p99 %.2f/%.2f ms",
+	log_info("volume %s: self-test %s%s: write %.0f MiB/s, read %.0f MiB/s, %.0f/%.0f IOPS, p99 %s/%s ms",
 		 v->name, selftest_verdict_to_string(verdict), out->cached ? " (cached)" : "", out->res.seq_write_mbps,
-		 out->res.seq_read_mbps, out->res.rand_write_iops, out->res.rand_read_iops, out->res.write_p99_ms,
-		 out->res.read_p99_ms);
+		 out->res.seq_read_mbps, out->res.rand_write_iops, out->res.rand_read_iops,
+		 p99_text(wp99, &out->res, SELFTEST_FIG_WRITE_P99), p99_text(rp99, &out->res, SELFTEST_FIG_READ_P99));
 	return 0;
 }
 

@@ -125,6 +125,9 @@ static void render_figures(Prom *pr, const MetricsSnapshot *s, const char *prefi
 
 				if (!streq(fx->family, families[k]))
 					continue;
+				/* A latency of 0 is no figure (a p99 from too few samples). */
+				if (fx->quantile && v <= 0)
+					continue;
 				family_once(pr, &begun, name, "gauge", help);
 				if (fx->quantile)
 					prom_sample(pr, "", PROM_LABELS("partition", p->uuid, "partition_label", p->label, "op", fx->op,

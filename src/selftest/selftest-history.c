@@ -81,9 +81,13 @@ static void establish_baseline(SelftestHistory *h, uint64_t budget_ms, unsigned 
 	for (SelftestFigure f = 0; f < _SELFTEST_FIG_MAX; f++) {
 		double v[SELFTEST_BASELINE_RUNS];
 
+		unsigned nv = 0;
+
+		/* 0 is no figure (a p99 from too few samples): the median of the runs that have one. */
 		for (unsigned i = 0; i < k; i++)
-			v[i] = selftest_figure(&picked[i]->fig, f);
-		selftest_figure_set(&b.fig, f, selftest_figure_round(f, median(v, k)));
+			if (selftest_figure(&picked[i]->fig, f) > 0)
+				v[nv++] = selftest_figure(&picked[i]->fig, f);
+		selftest_figure_set(&b.fig, f, selftest_figure_round(f, median(v, nv)));
 	}
 	b.fig.iodepth = iodepth;
 	b.runs = k;
@@ -151,7 +155,7 @@ void selftest_history_trend(const SelftestHistory *h, SelftestFigure f, double *
 		return;
 	/* The newest comparable runs, collected newest first, then put in time order. */
 	for (unsigned i = h->n; i > 0 && n < SELFTEST_TREND_RUNS; i--)
-		if (run_matches(&h->runs[i - 1], b->budget_ms, b->iodepth))
+		if (run_matches(&h->runs[i - 1], b->budget_ms, b->iodepth) && selftest_figure(&h->runs[i - 1].fig, f) > 0)
 			ratios[n++] = selftest_figure(&h->runs[i - 1].fig, f) / base;
 	if (n == 0)
 		return;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "selftest/selftest-report.h"
+#include "selftest/selftest-stats.h"
 #include "util/macro.h"
 
 static const char *const verdict_table[_SELFTEST_VERDICT_MAX] = {
@@ -96,14 +97,39 @@ double selftest_figure_round(SelftestFigure f, double v)
 	return round_to(v, figure_table[f].decimals);
 }
 
+/* A p99 from too few samples is no figure: 0, as a figure that was never measured. */
+static bool figure_unreported(const SelftestResult *r, SelftestFigure f)
+{
+	return (f == SELFTEST_FIG_WRITE_P99 && r->write_p99_unreported) ||
+	       (f == SELFTEST_FIG_READ_P99 && r->read_p99_unreported);
+}
+
 double selftest_figure(const SelftestResult *r, SelftestFigure f)
 {
+	if (figure_unreported(r, f))
+		return 0;
 	return selftest_figure_round(f, *figure_field((SelftestResult *)r, f));
 }
 
 void selftest_figure_set(SelftestResult *r, SelftestFigure f, double v)
 {
 	*figure_field(r, f) = v;
+}
+
+char *selftest_p99_note(const SelftestResult *r)
+{
+	char w[64] = "", rd[64] = "", *s = NULL;
+
+	if (!r->write_p99_unreported && !r->read_p99_unreported)
+		return NULL;
+	if (r->write_p99_unreported)
+		(void)snprintf(w, sizeof(w), "random write %" PRIu64, r->write_samples);
+	if (r->read_p99_unreported)
+		(void)snprintf(rd, sizeof(rd), "random read %" PRIu64, r->read_samples);
+	if (asprintf(&s, "p99 not reported: too few samples (%s%s%s; a p99 needs %u)", w,
+		     *w && *rd ? ", " : "", rd, SELFTEST_P99_MIN_SAMPLES) < 0)
+		return NULL;
+	return s;
 }
 
 static int set_new(json_t *o, const char *key, json_t *v)
@@ -133,6 +159,17 @@ json_t *selftest_result_to_json(const SelftestResult *r)
 		return NULL;
 
 	failed |= selftest_figures_to_json(o, r) < 0;
+	/* Status and --json say "no figure" as null, and why (the history keeps 0: no figure either). */
+	for (SelftestFigure f = SELFTEST_FIG_WRITE_P99; f <= SELFTEST_FIG_READ_P99; f += 2)
+		if (figure_unreported(r, f))
+			failed |= set_new(o, figure_table[f].key, json_null());
+	failed |= set_new(o, "write_samples", json_integer((json_int_t)r->write_samples));
+	failed |= set_new(o, "read_samples", json_integer((json_int_t)r->read_samples));
+	if (r->write_p99_unreported || r->read_p99_unreported) {
+		_cleanup_free_ char *why = selftest_p99_note(r);
+
+		failed |= set_new(o, "p99_not_reported", why ? json_string(why) : NULL);
+	}
 	failed |= set_new(o, "duration_ms", json_integer((json_int_t)r->duration_ms));
 	failed |= set_new(o, "bytes_written", json_integer((json_int_t)r->bytes_written));
 	failed |= set_new(o, "bytes_read", json_integer((json_int_t)r->bytes_read));
@@ -266,7 +303,8 @@ SelftestVerdict selftest_judge(const SelftestResult *r, const SelftestThresholds
 		/* Compare the figures as they are reported, so a message never says "500.0 is below 500". */
 		double w = mbps(r->seq_write_mbps), rd = mbps(r->seq_read_mbps);
 		json_int_t low_iops = iops(fmin(r->rand_read_iops, r->rand_write_iops));
-		double p99 = ms(fmax(r->write_p99_ms, r->read_p99_ms));
+		double wp99 = selftest_figure(r, SELFTEST_FIG_WRITE_P99), rp99 = selftest_figure(r, SELFTEST_FIG_READ_P99);
+		double p99 = fmax(wp99, rp99);
 
 		if (t->min_write_mbps > 0 && w < t->min_write_mbps) {
 			raise_verdict(&v, SELFTEST_VERDICT_BELOW_THRESHOLD);
@@ -285,7 +323,7 @@ SelftestVerdict selftest_judge(const SelftestResult *r, const SelftestThresholds
 		if (t->max_p99_ms > 0 && p99 > t->max_p99_ms) {
 			raise_verdict(&v, SELFTEST_VERDICT_BELOW_THRESHOLD);
 			msg_add(&m, "p99 latency %.3f ms (random %s, QD1) is above max_p99_ms=%.15g", p99,
-				r->write_p99_ms >= r->read_p99_ms ? "write" : "read", t->max_p99_ms);
+				wp99 >= rp99 ? "write" : "read", t->max_p99_ms);
 		}
 		if (baseline)
 			judge_baseline(r, t, baseline, &v, &m);
@@ -301,16 +339,23 @@ SelftestVerdict selftest_judge(const SelftestResult *r, const SelftestThresholds
 	return v;
 }
 
+static void print_latency(FILE *f, const char *what, double p50, double p99, bool unreported, uint64_t samples)
+{
+	if (unreported)
+		fprintf(f, "  %-18s %-12s p50 %.3f ms   p99 not reported (%" PRIu64 " samples, a p99 needs %u)\n", what,
+			"4 KiB QD1", ms(p50), samples, SELFTEST_P99_MIN_SAMPLES);
+	else
+		fprintf(f, "  %-18s %-12s p50 %.3f ms   p99 %.3f ms\n", what, "4 KiB QD1", ms(p50), ms(p99));
+}
+
 void selftest_print_table(FILE *f, const SelftestResult *r, const char *path)
 {
 	fprintf(f, "Direct-I/O self-test%s%s%s\n", path ? " of '" : "", path ? path : "", path ? "'" : "");
 	fprintf(f, "  %-18s %-12s %10.1f MiB/s   (fdatasync %.3f ms included)\n", "sequential write", "1 MiB",
 		mbps(r->seq_write_mbps), ms(r->fdatasync_ms));
 	fprintf(f, "  %-18s %-12s %10.1f MiB/s\n", "sequential read", "1 MiB", mbps(r->seq_read_mbps));
-	fprintf(f, "  %-18s %-12s p50 %.3f ms   p99 %.3f ms\n", "random write", "4 KiB QD1",
-		ms(r->write_p50_ms), ms(r->write_p99_ms));
-	fprintf(f, "  %-18s %-12s p50 %.3f ms   p99 %.3f ms\n", "random read", "4 KiB QD1",
-		ms(r->read_p50_ms), ms(r->read_p99_ms));
+	print_latency(f, "random write", r->write_p50_ms, r->write_p99_ms, r->write_p99_unreported, r->write_samples);
+	print_latency(f, "random read", r->read_p50_ms, r->read_p99_ms, r->read_p99_unreported, r->read_samples);
 	fprintf(f, "  %-18s 4 KiB QD%-4u %10" PRId64 " IOPS   (%s)\n", "random write", r->iodepth,
 		(int64_t)iops(r->rand_write_iops), r->qd_threads ? "one thread per I/O" : "kernel AIO");
 	fprintf(f, "  %-18s 4 KiB QD%-4u %10" PRId64 " IOPS\n", "random read", r->iodepth, (int64_t)iops(r->rand_read_iops));

@@ -45,7 +45,7 @@ typedef struct SelftestFigureInfo {
 } SelftestFigureInfo;
 
 const SelftestFigureInfo *selftest_figure_info(SelftestFigure f);
-/* The figure from @r, rounded as reported (what JSON, table and judge show). */
+/* The figure from @r, rounded as reported (what JSON, table and judge show); 0 for an unreported p99. */
 double selftest_figure(const SelftestResult *r, SelftestFigure f);
 void selftest_figure_set(SelftestResult *r, SelftestFigure f, double v);
 /* @v rounded to the figure's reported precision; 0 for NaN and infinities. */
@@ -56,12 +56,19 @@ double selftest_figure_round(SelftestFigure f, double v);
  * rand_read_iops (integers), write_p50_ms, write_p99_ms, read_p50_ms,
  * read_p99_ms (3 decimals), duration_ms, bytes_written, bytes_read,
  * file_bytes, blocks_verified, verify_errors, alignment, iodepth,
- * iodepth_engine ("aio" or "threads"), and first_error_offset when
- * verify_errors > 0. NULL on OOM. Dump with SELFTEST_JSON_REAL_PRECISION:
+ * iodepth_engine ("aio" or "threads"), write_samples and read_samples (the
+ * QD1 latencies counted), first_error_offset when verify_errors > 0, and,
+ * when a p99 had too few samples, null for it and p99_not_reported (the
+ * text of selftest_p99_note()). NULL on OOM. Dump with SELFTEST_JSON_REAL_PRECISION:
  * the figures are rounded decimals, and jansson's default 17 digits would
  * print 0.132 as 0.13200000000000001.
  */
 json_t *selftest_result_to_json(const SelftestResult *r);
+/*
+ * "p99 not reported: too few samples (random read 412; a p99 needs 1000)"
+ * when a p99 of @r is unreported, else NULL (also on OOM). Malloc'd.
+ */
+char *selftest_p99_note(const SelftestResult *r);
 /* Only the eight figures, keyed and rounded as above (IOPS as integers), set on @o; 0 or -ENOMEM. */
 int selftest_figures_to_json(json_t *o, const SelftestResult *r);
 #define SELFTEST_JSON_REAL_PRECISION JSON_REAL_PRECISION(15)
@@ -79,7 +86,8 @@ int selftest_figures_to_json(json_t *o, const SelftestResult *r);
  *   min_read_ratio  vs seq_read_mbps / baseline
  *   min_iops_ratio  vs the LOWER of the two IOPS ratios
  *   max_p99_ratio   vs the HIGHER of the two p99 ratios
- * (a baseline figure of 0 is not judged). Figures are compared as reported
+ * (a baseline figure of 0 is not judged; nor is a p99 from too few samples,
+ * which selftest_figure() gives as 0). Figures are compared as reported
  * (rounded like the JSON), so a message never says "500.0 is below 500".
  * @ret_msg (may be NULL) gets a malloc'd message with every missed threshold,
  * quoting measured vs required figures, e.g. "sequential write 41.2 MiB/s is

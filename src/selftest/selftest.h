@@ -7,13 +7,14 @@
  *   1. sequential write, 1 MiB blocks, then fdatasync (what
  *      `dd bs=1M oflag=direct conv=fdatasync` measures; the fdatasync counts);
  *   2. 4 KiB random overwrites at queue depth 1 (latency p50/p99; the first
- *      I/O is not counted);
+ *      I/O is not counted; the p99 only from SELFTEST_P99_MIN_SAMPLES);
  *   3. 4 KiB random overwrites at queue depth @iodepth (IOPS, counted from the
  *      first turnover of the queue): Linux native AIO from one thread, i.e. fio
  *      ioengine=libaio iodepth=@iodepth; one thread per outstanding I/O (fio
  *      psync numjobs=@iodepth) only where the kernel refuses an AIO context;
  *   4. after an untimed fdatasync, sequential read of the whole file, 1 MiB
- *      blocks (throughput; it also verifies every block written by phases 1-3);
+ *      blocks (throughput; it also verifies every block written by phases 1-3,
+ *      each while the next is read: one read in flight, with AIO);
  *   5. 4 KiB random reads at queue depth 1 (latency p50/p99);
  *   6. 4 KiB random reads at queue depth @iodepth (IOPS).
  * Every 4 KiB unit holds a pattern derived from (run seed, file offset, write
@@ -63,6 +64,9 @@ typedef struct SelftestResult {
 	uint64_t first_error_offset; /* file offset of the first bad 4 KiB unit; valid if verify_errors > 0 */
 	bool named_scratch;          /* O_TMPFILE was refused: a named, immediately unlinked file was used */
 	bool qd_threads;             /* no kernel AIO: the IOPS phases used one thread per outstanding I/O */
+	uint64_t write_samples, read_samples; /* latencies counted in the QD1 phases */
+	/* Too few samples for a p99 (selftest-stats.h): its figure is 0 and is not reported or judged. */
+	bool write_p99_unreported, read_p99_unreported;
 } SelftestResult;
 
 /*
