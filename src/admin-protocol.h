@@ -19,3 +19,7 @@
 #define ADMIN_PATH_VOLUME_RELEASE "/Admin.VolumeRelease"
 #define ADMIN_PATH_PARTITION_ADOPT "/Admin.PartitionAdopt"
 #define ADMIN_PATH_STATE_IMPORT "/Admin.StateImport"
+#define ADMIN_PATH_VOLUME_SNAPSHOT "/Admin.VolumeSnapshot"
+#define ADMIN_PATH_VOLUME_SNAPSHOTS "/Admin.VolumeSnapshots"
+#define ADMIN_PATH_VOLUME_SNAPSHOT_REMOVE "/Admin.VolumeSnapshotRemove"
+#define ADMIN_PATH_VOLUME_ROLLBACK "/Admin.VolumeRollback"

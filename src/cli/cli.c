@@ -125,6 +125,37 @@ static const CliCommand commands[] = {
 	  "Run it as root on the Docker host.\n"
 	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
 	  CLI_OPTS_TARGET, 1, 1, cmd_volume_release, true },
+	{ "volume snapshot", "NAME [SNAPSHOT]",
+	  "Takes a snapshot of a volume: a copy that shares its blocks (XFS reflink), as\n"
+	  "of one instant across all its files even while containers write (the\n"
+	  "partition is frozen briefly, as for a clone: NVMEVOL_CLONE_FREEZE_BUDGET_MS).\n"
+	  "SNAPSHOT is named like a volume; without it, by the time (20261201T174500Z).\n"
+	  "Kept on the volume's partition outside its volumes (Docker never sees it, no\n"
+	  "container gets it, nvmevol never writes to it after it is taken), in XFS's\n"
+	  "default project: never charged to the volume's size= or\n"
+	  "inodes=, so it never makes the volume's writes fail; it costs the partition\n"
+	  "the blocks the volume rewrites after it. At most 64 per volume.\n"
+	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET, 1, 2, cmd_volume_snapshot, true },
+	{ "volume snapshots", "NAME",
+	  "Lists a volume's snapshots with what each costs now: the bytes of its data\n"
+	  "that the volume no longer shares (FIEMAP physical extents compared; measured\n"
+	  "for at most 2 s in all, else a lower bound, 'at least').\n"
+	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET, 1, 1, cmd_volume_snapshots, true },
+	{ "volume snapshot-rm", "NAME SNAPSHOT",
+	  "Removes a snapshot of a volume (its blocks are freed in the background).\n"
+	  "A volume with snapshots cannot be removed (docker volume rm says which):\n"
+	  "remove its snapshots first.\n"
+	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET, 2, 2, cmd_volume_snapshot_rm, true },
+	{ "volume rollback", "NAME SNAPSHOT",
+	  "Puts a volume back to a snapshot, as one atomic swap (RENAME_EXCHANGE), and\n"
+	  "deletes the state it had (take a snapshot first to keep it). Only while the\n"
+	  "volume is not in use: refused while the plugin counts it mounted or a mount\n"
+	  "namespace it can see has it mounted. The snapshot is kept.\n"
+	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET, 2, 2, cmd_volume_rollback, true },
 	{ "partition adopt", "UUID|LABEL",
 	  "Lets a partition that appeared after the plugin started (served read-only,\n"
 	  "no new volumes) receive new volumes: nvmevol mounts it read-write. Refused\n"

@@ -217,7 +217,7 @@ static void print_silent_devices(const json_t *silent)
 static void print_volumes(const json_t *vols)
 {
 	static const char *const head[] = { "VOLUME", "STATE", "PARTITION", "LIMIT", "USED", "INODES", "MOUNTS",
-					    "SELFTEST", "CLONE OF", NULL };
+					    "SELFTEST", "CLONE OF", "SNAPSHOTS", NULL };
 	Table *t = table_new(head);
 	size_t i;
 	json_t *v;
@@ -225,7 +225,7 @@ static void print_volumes(const json_t *vols)
 	json_array_foreach(vols, i, v) {
 		const json_t *s = json_object_get(v, "Status"), *q = json_object_get(s, "quota"),
 			     *st = json_object_get(s, "selftest"), *part = json_object_get(s, "partition");
-		char limit[32], used[32], inodes[48], mounts[16];
+		char limit[32], used[32], inodes[48], mounts[16], snaps[16] = "";
 
 		limit[0] = used[0] = inodes[0] = '\0';
 		if (q) {
@@ -240,9 +240,11 @@ static void print_volumes(const json_t *vols)
 					 (long long)num(q, "limit_inodes"));
 		}
 		snprintf(mounts, sizeof(mounts), "%lld", (long long)num(s, "mount_count"));
+		if (json_array_size(json_object_get(s, "snapshots")) > 0)
+			snprintf(snaps, sizeof(snaps), "%zu", json_array_size(json_object_get(s, "snapshots")));
 		const char *row[] = { str(v, "Name"), str(s, "state"), str(part, "label") && *str(part, "label") ? str(part, "label") : str(part, "uuid"),
 				      limit[0] ? limit : "none", used[0] ? used : NULL, inodes[0] ? inodes : NULL, mounts,
-				      st ? str(st, "verdict") : NULL, str(s, "cloned_from") };
+				      st ? str(st, "verdict") : NULL, str(s, "cloned_from"), snaps[0] ? snaps : NULL };
 		if (t)
 			(void)table_add_row(t, row);
 	}
@@ -352,6 +354,50 @@ static int show(const CliArgs *a, const AdminTarget *t, const char *name, json_t
 	return call(a, t, ADMIN_PATH_VOLUME_SHOW, req, ret);
 }
 
+/* Replaces Status.snapshots of @status by the list with each one's cost measured now. */
+static int fresh_snapshots(const CliArgs *a, const AdminTarget *t, const char *name, json_t *status)
+{
+	_cleanup_(json_decrefp) json_t *req = json_pack("{s:s}", "Name", name), *j = NULL;
+	int r;
+
+	if (!req)
+		return cli_fail(a, "out of memory");
+	if ((r = call(a, t, ADMIN_PATH_VOLUME_SNAPSHOTS, req, &j)) != 0)
+		return r;
+	json_object_set(status, "snapshots", json_object_get(j, "snapshots"));
+	return 0;
+}
+
+/* "what it costs": the bytes the volume no longer shares with it. */
+static void cost_text(const json_t *s, char *buf, size_t len)
+{
+	char b[32];
+
+	if (!json_object_get(s, "cost_bytes")) {
+		snprintf(buf, len, "not measured");
+		return;
+	}
+	human_bytes((uint64_t)num(s, "cost_bytes"), b, sizeof(b));
+	snprintf(buf, len, "%s%s", json_is_true(json_object_get(s, "cost_complete")) ? "" : "at least ", b);
+}
+
+/* One line per snapshot, the first after @head, the others indented as far. */
+static void print_snapshots(const json_t *snaps, const char *head)
+{
+	size_t i;
+	json_t *s;
+
+	json_array_foreach(snaps, i, s) {
+		char cost[48], size[32];
+
+		cost_text(s, cost, sizeof(cost));
+		human_bytes((uint64_t)num(s, "bytes"), size, sizeof(size));
+		printf("%s%s, as of %s (%lld entries, %s; costs %s)%s%s\n", i ? "            " : head, str(s, "name"),
+		       str(s, "created_at") ? str(s, "created_at") : "?", (long long)num(s, "entries"), size, cost,
+		       str(s, "problem") ? ": " : "", str(s, "problem") ? str(s, "problem") : "");
+	}
+}
+
 int cmd_volume_show(const CliArgs *a, char **args, int n)
 {
 	_cleanup_(admin_target_done) AdminTarget t = { 0 };
@@ -364,9 +410,11 @@ int cmd_volume_show(const CliArgs *a, char **args, int n)
 
 	if ((r = find(a, &t)) != 0 || (r = show(a, &t, args[0], &j)) != 0)
 		return r;
+	s = json_object_get(j, "Status");
+	if (json_array_size(json_object_get(s, "snapshots")) > 0 && (r = fresh_snapshots(a, &t, args[0], s)) != 0)
+		return r;
 	if (a->given & CLI_OPT_JSON)
 		return print_json(j);
-	s = json_object_get(j, "Status");
 	p = json_object_get(s, "partition");
 	q = json_object_get(s, "quota");
 	st = json_object_get(s, "selftest");
@@ -416,6 +464,7 @@ int cmd_volume_show(const CliArgs *a, char **args, int n)
 	if (str(j, "Mountpoint"))
 		printf("Mountpoint: %s (in the plugin), options %s\n", str(j, "Mountpoint"),
 		       str(s, "mount_options") ? str(s, "mount_options") : "?");
+	print_snapshots(json_object_get(s, "snapshots"), "Snapshots:  ");
 	if (st)
 		printf("Self-test:  %s (policy %s)%s%s\n", str(st, "verdict") ? str(st, "verdict") : "?",
 		       str(st, "policy") ? str(st, "policy") : "?", str(st, "message") ? ": " : "",
@@ -628,6 +677,108 @@ int cmd_volume_release(const CliArgs *a, char **args, int n)
 	}
 	printf(")%s\n", json_is_true(json_object_get(j, "unmounted")) ? "; its bind was unmounted" : "");
 	return CLI_EXIT_OK;
+}
+
+/* ---- volume snapshot, snapshots, snapshot-rm, rollback ---- */
+
+/* {"Name": @name, "Snapshot": @snap (left out if NULL)} to @endpoint. */
+static int snapshot_call(const CliArgs *a, const char *endpoint, const char *name, const char *snap, json_t **ret)
+{
+	_cleanup_(admin_target_done) AdminTarget t = { 0 };
+	_cleanup_(json_decrefp) json_t *req = json_pack("{s:s,s:s*}", "Name", name, "Snapshot", snap);
+
+	if (!req)
+		return cli_fail(a, "out of memory");
+	return ask(a, &t, endpoint, req, ret);
+}
+
+static int check_snapshot_name(const CliArgs *a, const char *snap)
+{
+	if (!volume_name_is_valid(snap))
+		return cli_usage_error(a, "invalid snapshot name '%s': 2 to 128 characters from [A-Za-z0-9_.-], starting "
+				       "with a letter or digit", snap);
+	return 0;
+}
+
+int cmd_volume_snapshot(const CliArgs *a, char **args, int n)
+{
+	_cleanup_(json_decrefp) json_t *j = NULL;
+	const json_t *s;
+	int r;
+
+	if (n == 2 && (r = check_snapshot_name(a, args[1])) != 0)
+		return r;
+	if ((r = snapshot_call(a, ADMIN_PATH_VOLUME_SNAPSHOT, args[0], n == 2 ? args[1] : NULL, &j)) != 0)
+		return r;
+	if (a->given & CLI_OPT_JSON)
+		return print_json(j);
+	s = json_object_get(j, "snapshot");
+	printf("volume %s: snapshot %s taken, as of %s (%lld entries%s, partition frozen %lld ms)\n", args[0],
+	       str(s, "name"), str(s, "created_at") ? str(s, "created_at") : "?", (long long)num(s, "entries"),
+	       json_is_true(json_object_get(s, "volume_in_use")) ? ", the volume in use" : "",
+	       (long long)num(s, "frozen_ms"));
+	return CLI_EXIT_OK;
+}
+
+int cmd_volume_snapshots(const CliArgs *a, char **args, int n)
+{
+	static const char *const head[] = { "SNAPSHOT", "CREATED", "ENTRIES", "SIZE", "COST", "PROBLEM", NULL };
+	_cleanup_(json_decrefp) json_t *j = NULL;
+	Table *t;
+	size_t i;
+	json_t *s;
+	int r;
+
+	if ((r = snapshot_call(a, ADMIN_PATH_VOLUME_SNAPSHOTS, args[0], NULL, &j)) != 0)
+		return r;
+	if (a->given & CLI_OPT_JSON)
+		return print_json(j);
+	if (json_array_size(json_object_get(j, "snapshots")) == 0) {
+		printf("volume %s has no snapshots\n", args[0]);
+		return CLI_EXIT_OK;
+	}
+	t = table_new(head);
+	json_array_foreach(json_object_get(j, "snapshots"), i, s) {
+		char entries[24], size[32], cost[48];
+
+		snprintf(entries, sizeof(entries), "%lld", (long long)num(s, "entries"));
+		human_bytes((uint64_t)num(s, "bytes"), size, sizeof(size));
+		cost_text(s, cost, sizeof(cost));
+		const char *row[] = { str(s, "name"), str(s, "created_at"), entries, size, cost, str(s, "problem") };
+		if (t)
+			(void)table_add_row(t, row);
+	}
+	if (t) {
+		table_print(t, stdout);
+		table_free(t);
+	}
+	printf("(COST: the bytes the volume no longer shares with the snapshot: what removing it frees)\n");
+	return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILURE;
+}
+
+/* A verb on volume args[0]'s snapshot args[1]: "volume NAME@done SNAPSHOT@after" is printed. */
+static int snapshot_verb(const CliArgs *a, char **args, const char *endpoint, const char *done, const char *after)
+{
+	_cleanup_(json_decrefp) json_t *j = NULL;
+	int r;
+
+	if ((r = check_snapshot_name(a, args[1])) != 0 || (r = snapshot_call(a, endpoint, args[0], args[1], &j)) != 0)
+		return r;
+	if (a->given & CLI_OPT_JSON)
+		return print_json(j);
+	printf("volume %s%s%s%s\n", args[0], done, args[1], after);
+	return CLI_EXIT_OK;
+}
+
+int cmd_volume_snapshot_rm(const CliArgs *a, char **args, int n)
+{
+	return snapshot_verb(a, args, ADMIN_PATH_VOLUME_SNAPSHOT_REMOVE, ": snapshot ", " removed");
+}
+
+int cmd_volume_rollback(const CliArgs *a, char **args, int n)
+{
+	return snapshot_verb(a, args, ADMIN_PATH_VOLUME_ROLLBACK, " rolled back to snapshot ",
+			     " (the snapshot is kept; the state before is gone)");
 }
 
 /* ---- partition adopt ---- */

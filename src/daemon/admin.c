@@ -19,6 +19,10 @@ static const char *const endpoint_paths[_ADMIN_ENDPOINT_MAX] = {
 	[ADMIN_VOLUME_RELEASE] = ADMIN_PATH_VOLUME_RELEASE,
 	[ADMIN_PARTITION_ADOPT] = ADMIN_PATH_PARTITION_ADOPT,
 	[ADMIN_STATE_IMPORT] = ADMIN_PATH_STATE_IMPORT,
+	[ADMIN_VOLUME_SNAPSHOT] = ADMIN_PATH_VOLUME_SNAPSHOT,
+	[ADMIN_VOLUME_SNAPSHOTS] = ADMIN_PATH_VOLUME_SNAPSHOTS,
+	[ADMIN_VOLUME_SNAPSHOT_REMOVE] = ADMIN_PATH_VOLUME_SNAPSHOT_REMOVE,
+	[ADMIN_VOLUME_ROLLBACK] = ADMIN_PATH_VOLUME_ROLLBACK,
 };
 
 const char *admin_endpoint_to_path(AdminEndpoint e)
@@ -38,6 +42,7 @@ void admin_request_done(AdminRequest *req)
 {
 	free(req->name);
 	free(req->partition);
+	free(req->snapshot);
 	json_decref(req->changes);
 	json_decref(req->expect);
 	json_decref(req->entries);
@@ -59,7 +64,23 @@ static int refuse(unsigned status, unsigned *ret_status, char **reterr_msg, int 
 static bool has_name(AdminEndpoint e)
 {
 	return e == ADMIN_VOLUME_SHOW || e == ADMIN_VOLUME_RESIZE || e == ADMIN_VOLUME_SET || e == ADMIN_VOLUME_FORGET ||
-	       e == ADMIN_VOLUME_RELEASE;
+	       e == ADMIN_VOLUME_RELEASE || e == ADMIN_VOLUME_SNAPSHOT || e == ADMIN_VOLUME_SNAPSHOTS ||
+	       e == ADMIN_VOLUME_SNAPSHOT_REMOVE || e == ADMIN_VOLUME_ROLLBACK;
+}
+
+/* "Snapshot": a name as a volume's; required unless @optional. */
+static int parse_snapshot(json_t *j, bool optional, char **ret, unsigned *ret_status, char **reterr_msg)
+{
+	json_t *f = json_object_get(j, "Snapshot");
+
+	if (!f && optional)
+		return 0;
+	if (!json_is_string(f) || strlen(json_string_value(f)) != json_string_length(f) ||
+	    !volume_name_is_valid(json_string_value(f)))
+		return refuse(400, ret_status, reterr_msg, -EINVAL,
+			      "missing or invalid 'Snapshot': use 2 to 128 characters from [A-Za-z0-9_.-], starting with a letter or digit");
+	*ret = strdup(json_string_value(f));
+	return *ret ? 0 : -ENOMEM;
 }
 
 /* A label or UUID as the CLI passes it: printable, no separators, as a partition= option. */
@@ -168,6 +189,11 @@ int admin_request_parse(const char *method, const char *path, const char *body, 
 		req.entries = json_incref(json_object_get(j, "Entries"));
 		r = parse_entries(req.entries, ret_status, reterr_msg);
 		break;
+	case ADMIN_VOLUME_SNAPSHOT:
+	case ADMIN_VOLUME_SNAPSHOT_REMOVE:
+	case ADMIN_VOLUME_ROLLBACK:
+		r = parse_snapshot(j, req.endpoint == ADMIN_VOLUME_SNAPSHOT, &req.snapshot, ret_status, reterr_msg);
+		break;
 	case ADMIN_PARTITION_ADOPT:
 		f = json_object_get(j, "Partition");
 		if (!json_is_string(f) || strlen(json_string_value(f)) != json_string_length(f) ||
@@ -224,6 +250,7 @@ static unsigned status_of(int r)
 	case -EEXIST:
 	case -EUCLEAN:
 	case -EOPNOTSUPP:
+	case -EDQUOT:
 		return 409;
 	default:
 		return 500;
@@ -347,6 +374,18 @@ static void dispatch(Admin *a, const AdminRequest *req, json_t **ret, char **ret
 	case ADMIN_STATE_IMPORT:
 		r = import_entries(a, req->entries, ret);
 		break;
+	case ADMIN_VOLUME_SNAPSHOT:
+		r = manager_snapshot_create(a->manager, req->name, req->snapshot, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_SNAPSHOTS:
+		r = manager_snapshot_list(a->manager, req->name, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_SNAPSHOT_REMOVE:
+		r = manager_snapshot_remove(a->manager, req->name, req->snapshot, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_ROLLBACK:
+		r = manager_rollback(a->manager, req->name, req->snapshot, ret, reterr_msg);
+		break;
 	default:
 		r = -EINVAL;
 	}
@@ -377,7 +416,7 @@ void admin_http_handler(void *userdata, const HttpRequest *hr, HttpResponse *ret
 	const char *path, *target;
 	unsigned status = 400;
 	json_t *result = NULL;
-	char who[256], client[210];
+	char who[256], client[210], target_buf[2 * VOLUME_NAME_MAX + 16];
 	bool change;
 	int r;
 
@@ -402,9 +441,11 @@ void admin_http_handler(void *userdata, const HttpRequest *hr, HttpResponse *ret
 		reply_error(status, err, ret);
 		return;
 	}
-	change = req.endpoint != ADMIN_STATUS && req.endpoint != ADMIN_VOLUME_SHOW;
+	change = req.endpoint != ADMIN_STATUS && req.endpoint != ADMIN_VOLUME_SHOW && req.endpoint != ADMIN_VOLUME_SNAPSHOTS;
 	path = admin_endpoint_to_path(req.endpoint);
-	target = req.name ? req.name : req.partition ? req.partition : "";
+	if (req.snapshot)
+		snprintf(target_buf, sizeof(target_buf), "%s snapshot %s", req.name, req.snapshot);
+	target = req.snapshot ? target_buf : req.name ? req.name : req.partition ? req.partition : "";
 	if (change)
 		log_info("admin: %s %s requested by %s", path, target, who);
 	dispatch(a, &req, &result, &err, &r);

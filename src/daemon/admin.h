@@ -15,6 +15,10 @@
  *   /Admin.VolumeRelease   {"Name","Expect":{mount ID: count}}
  *   /Admin.PartitionAdopt  {"Partition": label or UUID}
  *   /Admin.StateImport     {"Entries":[{"Name","Record"}...]}  index entries of an older state directory
+ *   /Admin.VolumeSnapshot  {"Name","Snapshot"?}                take one (named by the time if not given)
+ *   /Admin.VolumeSnapshots {"Name"}                            list, with each one's cost measured now
+ *   /Admin.VolumeSnapshotRemove {"Name","Snapshot"}
+ *   /Admin.VolumeRollback  {"Name","Snapshot"}                 only while the volume is not in use
  */
 #pragma once
 
@@ -37,6 +41,10 @@ typedef enum AdminEndpoint {
 	ADMIN_VOLUME_RELEASE,
 	ADMIN_PARTITION_ADOPT,
 	ADMIN_STATE_IMPORT,
+	ADMIN_VOLUME_SNAPSHOT,
+	ADMIN_VOLUME_SNAPSHOTS,
+	ADMIN_VOLUME_SNAPSHOT_REMOVE,
+	ADMIN_VOLUME_ROLLBACK,
 	_ADMIN_ENDPOINT_MAX,
 	_ADMIN_ENDPOINT_INVALID = -EINVAL,
 } AdminEndpoint;
@@ -48,6 +56,7 @@ typedef struct AdminRequest {
 	AdminEndpoint endpoint;
 	char *name;      /* validated volume name */
 	char *partition; /* validated label or UUID */
+	char *snapshot;  /* validated snapshot name (NULL: not given) */
 	json_t *changes; /* object of strings (resize, set) */
 	json_t *expect;  /* object of mount ID: count (release) */
 	json_t *entries; /* array of {"Name","Record"} (import) */

@@ -155,11 +155,7 @@ int manager_clone_prepare(Manager *m, const VolumeOptions *opts, const CloneRequ
 	return check_fits(m, prep, projid, pname, reterr_msg);
 }
 
-/*
- * Whether @src is known to be in use: mounted through the plugin, or a bind
- * of its directory in a mount namespace the plugin can see. @why says which.
- */
-static bool source_known_in_use(Volume *src, PartitionFs *fs, bool mounted, char *why, size_t len)
+bool manager_volume_known_in_use(Volume *src, PartitionFs *fs, bool mounted, char *why, size_t len)
 {
 	char root[VOLUME_NAME_MAX + 32];
 	MountUser *u = NULL;
@@ -247,7 +243,7 @@ int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, c
 	registry_read_lock(m->reg);
 	mounted = src->mounted;
 	registry_unlock(m->reg);
-	in_use = source_known_in_use(src, fs, mounted, use, sizeof(use));
+	in_use = manager_volume_known_in_use(src, fs, mounted, use, sizeof(use));
 	if (in_use && prep->copy)
 		r = errmsg_set(reterr_msg, -EBUSY,
 			       "cannot copy volume %s while it is in use: %s. A copy (clone_copy=true: no shared blocks) "

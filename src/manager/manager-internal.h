@@ -107,8 +107,21 @@ int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, c
 void manager_clone_prep_done(ClonePrep *prep);
 /* Create of a name that exists, with from=: it must be a clone of that SOURCE; fills inherited limits into @opts. */
 int manager_clone_check_existing(Volume *existing, const CloneRequest *req, VolumeOptions *opts, char **reterr_msg);
+/*
+ * Whether @v is known to be in use: @mounted (through the plugin), or a bind
+ * of its directory in a mount namespace the plugin can see. @why says which.
+ * A miss proves nothing (other PID namespaces are not visible).
+ */
+bool manager_volume_known_in_use(Volume *v, PartitionFs *fs, bool mounted, char *why, size_t len);
 /* "cloned_from", "cloned_at" and "clone" in Status. */
 void manager_clone_add_status(Volume *v, json_t *status);
+
+/* manager-snapshot.c: loads @v's snapshots from @fs; with @recover (start-up) settles what a crash interrupted. */
+void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover);
+/* "snapshots" in Status, each with its last measured cost (the registry lock held). */
+void manager_snapshot_add_status(Volume *v, json_t *status);
+/* Remove: -EBUSY and an Err naming them while @v has snapshots (op_lock held). */
+int manager_snapshot_check_remove(Volume *v, char **reterr_msg);
 
 /* manager-selftest.c: runs (or reuses) the partition's self-test before the first mount and applies the policy. */
 int manager_selftest_before_mount(Manager *m, Volume *v, PartitionFs *fs, char **reterr_msg);

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -230,20 +229,10 @@ static int check_target(Manager *m, Partition *part, PartitionFs *fs, const Part
 	return sizelimit_check_create(fs, pname, opts, reterr_msg);
 }
 
-/*
- * Moves volumes/@name into the trash under a new name (*@ret_entry), one
- * atomic rename: deleting its contents can take long, the trash worker does it.
- */
-static int move_to_trash(PartitionFs *fs, const char *name, char ret_entry[static VOLUME_NAME_MAX + 24])
+/* volumes/@name into the trash (*@ret_entry): deleting its contents can take long, the trash worker does it. */
+static int move_to_trash(PartitionFs *fs, const char *name, char ret_entry[static TRASH_ENTRY_MAX])
 {
-	uint64_t rnd = 0;
-
-	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
-		rnd = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)ret_entry; /* only needs to differ from other trash names */
-	snprintf(ret_entry, VOLUME_NAME_MAX + 24, "%s.%016llx", name, (unsigned long long)rnd);
-	if (renameat(fs->volumes_fd, name, fs->trash_fd, ret_entry) < 0)
-		return negative_errno();
-	return 0;
+	return trash_move_in(fs, fs->volumes_fd, name, ret_entry);
 }
 
 /*
@@ -260,7 +249,7 @@ static int commit_volume(Manager *m, Volume *v, PartitionFs *fs, const char *pna
 			 char **reterr_msg)
 {
 	bool made_index = false, made_dir = false, made_record = false, trashed = false;
-	char trash_name[VOLUME_NAME_MAX + 24];
+	char trash_name[TRASH_ENTRY_MAX];
 	int r;
 
 	made_index = true; /* even a failed atomic write may have renamed the file into place */
@@ -500,7 +489,7 @@ static void put_back_index(Manager *m, const char *name, const char *buf, size_t
 static int remove_locked(Manager *m, Volume *v, char **reterr_msg)
 {
 	_cleanup_free_ char *record = NULL, *index = NULL;
-	char trash_name[VOLUME_NAME_MAX + 24], pname[PARTITION_NAME_MAX];
+	char trash_name[TRASH_ENTRY_MAX], pname[PARTITION_NAME_MAX];
 	size_t record_len = 0, index_len = 0;
 	bool moved = true;
 	PartitionFs *fs;
@@ -513,6 +502,9 @@ static int remove_locked(Manager *m, Volume *v, char **reterr_msg)
 		return errmsg_set(reterr_msg, -EBUSY,
 				  "volume %s is in use (mounted %u time(s)); stop the containers that use it first", v->name,
 				  volume_mount_total(v));
+	r = manager_snapshot_check_remove(v, reterr_msg);
+	if (r < 0)
+		return r;
 	fs = partition_fs_get(m->pool, v->part);
 	partition_snapshot(m->pool, v->part, &info);
 	partition_display_name(&info, pname, sizeof(pname));

@@ -88,6 +88,17 @@ int manager_set_options(Manager *m, const char *name, const json_t *changes, jso
  */
 int manager_release(Manager *m, const char *name, const json_t *expect, json_t **ret_result, char **reterr_msg);
 /*
+ * Snapshots (manager-snapshot.c): @snap NULL names it by the time (UTC,
+ * 20261201T174500Z). Each takes the volume's op_lock. Rollback is refused
+ * while the volume is known to be in use.
+ */
+int manager_snapshot_create(Manager *m, const char *name, const char *snap, json_t **ret_result, char **reterr_msg);
+/* {"volume","snapshots":[...]} with each one's cost measured now (bounded in time). */
+int manager_snapshot_list(Manager *m, const char *name, json_t **ret_result, char **reterr_msg);
+int manager_snapshot_remove(Manager *m, const char *name, const char *snap, json_t **ret_result, char **reterr_msg);
+int manager_rollback(Manager *m, const char *name, const char *snap, json_t **ret_result, char **reterr_msg);
+
+/*
  * Imports one index entry from the state directory of an older install:
  * *ret_outcome is "imported" (its partition is missing: now listed),
  * "known" (served already) or "stale" (its partition is here without it).
