@@ -23,3 +23,7 @@
 #define ADMIN_PATH_VOLUME_SNAPSHOTS "/Admin.VolumeSnapshots"
 #define ADMIN_PATH_VOLUME_SNAPSHOT_REMOVE "/Admin.VolumeSnapshotRemove"
 #define ADMIN_PATH_VOLUME_ROLLBACK "/Admin.VolumeRollback"
+#define ADMIN_PATH_VOLUME_EXPORT_OPEN "/Admin.VolumeExportOpen"
+#define ADMIN_PATH_VOLUME_EXPORT_CLOSE "/Admin.VolumeExportClose"
+/* An export's token: 16 lowercase hex digits. */
+#define ADMIN_EXPORT_TOKEN_LEN 16

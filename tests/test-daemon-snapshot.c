@@ -16,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include "clone/freeze.h"
@@ -417,7 +419,14 @@ Test(daemon_snapshot, snapshots_survive_a_restart_and_a_kill)
 	testbed_volume_dir(&tb, 0, "dur", vol, sizeof(vol));
 	put(vol, "a", "alpha\n", 6);
 	cr_assert_eq(ADMIN("volume", "snapshot", "dur", "s1"), 0, "%s", err);
-	cr_assert_eq(testbed_stop(&tb, SIGTERM), 0, "a clean stop");
+	{
+		int st = testbed_stop(&tb, SIGTERM);
+		char *log = st != 0 ? testbed_log_text(&tb) : NULL;
+
+		cr_assert_eq(st, 0, "a clean stop (wait status %#x); the log ends with: %s", st,
+			     log ? log + (strlen(log) > 3000 ? strlen(log) - 3000 : 0) : "");
+		free(log);
+	}
 	testbed_start_or_fail(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL });
 	cr_assert_eq(ADMIN("volume", "snapshot", "dur", "s2"), 0, "%s", err);
 	testbed_stop(&tb, SIGKILL);
@@ -537,4 +546,217 @@ Test(daemon_snapshot, bad_names_and_unknown_volumes_get_a_clear_err_and_change_n
 	cr_assert_eq(ADMIN("volume", "snapshots", "--help"), 0);
 	cr_assert_eq(ADMIN("volume", "snapshot-rm", "--help"), 0);
 	cr_assert_eq(ADMIN("volume", "rollback", "--help"), 0);
+}
+
+/* ---- export ---- */
+
+static void set_times(const char *dir, const char *rel, long sec, long nsec)
+{
+	char p[1024];
+	struct timespec ts[2] = { { sec - 1000, nsec / 2 }, { sec, nsec } };
+
+	snprintf(p, sizeof(p), "%s/%s", dir, rel);
+	cr_assert_eq(utimensat(AT_FDCWD, p, ts, AT_SYMLINK_NOFOLLOW), 0, "%s: %s", p, strerror(errno));
+}
+
+/* Every kind of inode and attribute an export must carry. */
+static void rich_tree(const char *v)
+{
+	static char block[100000];
+	/* VFS_CAP_REVISION_2 | effective, CAP_NET_RAW permitted. */
+	static const uint32_t cap[5] = { 0x02000001, 1u << 13, 0, 0, 0 };
+	char p[1024], q[1024];
+	int fd;
+
+	snprintf(p, sizeof(p), "%s/d", v);
+	cr_assert_eq(mkdir(p, 0750), 0);
+	for (size_t i = 0; i < sizeof(block); i++)
+		block[i] = (char)(i * 7 + i / 251);
+	put(v, "d/data", block, sizeof(block));
+	snprintf(p, sizeof(p), "%s/d/data", v);
+	cr_assert_eq(chown(p, 1234, 5678), 0);
+	cr_assert_eq(chmod(p, 04750), 0);
+	cr_assert_eq(setxattr(p, "user.k", "v\0\x01\xff", 4, 0), 0);
+	snprintf(q, sizeof(q), "%s/d/data.link", v);
+	cr_assert_eq(link(p, q), 0);
+	put(v, "cap", "#!/bin/true\n", 12);
+	snprintf(p, sizeof(p), "%s/cap", v);
+	cr_assert_eq(setxattr(p, "security.capability", cap, sizeof(cap), 0), 0, "%s", strerror(errno));
+	put(v, "acl", "acl\n", 4);
+	snprintf(p, sizeof(p), "%s/acl", v);
+	cr_assert_eq(RUN("setfacl", "-m", "u:1000:r,g:2000:rw", p), 0);
+	snprintf(p, sizeof(p), "%s/d", v);
+	cr_assert_eq(RUN("setfacl", "-d", "-m", "u:1000:rx", p), 0);
+	snprintf(p, sizeof(p), "%s/sym", v);
+	cr_assert_eq(symlink("d/data", p), 0);
+	snprintf(p, sizeof(p), "%s/fifo", v);
+	cr_assert_eq(mkfifo(p, 0620), 0);
+	snprintf(p, sizeof(p), "%s/null", v);
+	cr_assert_eq(mknod(p, S_IFCHR | 0666, makedev(1, 3)), 0);
+	snprintf(p, sizeof(p), "%s/sparse", v);
+	fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, block, 4096, 1 << 20), 4096);
+	cr_assert_eq(pwrite(fd, block, 8192, 10 << 20), 8192);
+	cr_assert_eq(ftruncate(fd, 64 << 20), 0);
+	cr_assert_eq(fsync(fd), 0);
+	close(fd);
+	/* A path longer than ustar's 100 + 155, names that are not ASCII. */
+	snprintf(p, sizeof(p), "%s/%s", v, "a-rather-long-directory-name-to-make-the-path-long");
+	cr_assert_eq(mkdir(p, 0755), 0);
+	strcat(p, "/another-rather-long-directory-name-to-make-it-longer");
+	cr_assert_eq(mkdir(p, 0700), 0);
+	strcat(p, "/h\xc3\xa9llo w\xc3\xb6rld \xe2\x9c\x93-and-still-more-characters-to-pass-two-hundred-and-fifty-six");
+	fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, "deep\n", 5), 5);
+	close(fd);
+	set_times(v, "d/data", 1600000000, 123456789);
+	set_times(v, "sym", 1500000000, 987654321);
+	set_times(v, "fifo", 1400000000, 1);
+	set_times(v, "sparse", 1700000000, 999999999);
+	set_times(v, "d", 1650000000, 500000000);
+	set_times(v, ".", 1660000000, 42);
+}
+
+/* `nvmevol volume export ARGS... > @file`: its exit status; stderr in err. */
+static int export_to(const char *file, const char *volume, const char *snap)
+{
+	char cmd[2048], sock[400], errf[600];
+	const char *bin = getenv("NVMEVOL_BINARY") ? getenv("NVMEVOL_BINARY") : "build/src/nvmevol";
+	FILE *f;
+	int st;
+	size_t n;
+
+	snprintf(sock, sizeof(sock), "%s/nvmevol-admin.sock", tb.dir);
+	snprintf(errf, sizeof(errf), "%s/export.err", tb.dir);
+	snprintf(cmd, sizeof(cmd), "'%s' volume export %s %s%s --socket '%s' > '%s' 2> '%s'", bin, volume,
+		 snap ? "--snapshot " : "", snap ? snap : "", sock, file, errf);
+	st = system(cmd);
+	f = fopen(errf, "r");
+	n = f ? fread(err, 1, sizeof(err) - 1, f) : 0;
+	err[n] = '\0';
+	if (f)
+		fclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void restore_and_compare(const char *archive, const char *vol, const char *dest, unsigned flags,
+				const char *const *argv)
+{
+	char why[1024];
+
+	cr_assert_eq(mkdir(dest, 0700), 0);
+	cr_assert_eq(run_cmd(argv), 0, "%s could not restore the archive", argv[0]);
+	cr_assert_eq(treecmp(vol, dest, flags, why, sizeof(why)), 0, "%s: %s", argv[0], why);
+}
+
+Test(daemon_snapshot, an_export_is_restored_by_gnu_tar_and_bsdtar_with_every_attribute)
+{
+	char vol[512], archive[600], g[600], b[600], mnt[700];
+
+	create_volume("ex", "");
+	testbed_volume_dir(&tb, 0, "ex", vol, sizeof(vol));
+	rich_tree(vol);
+	snprintf(archive, sizeof(archive), "%s/ex.tar", tb.dir);
+	cr_assert_eq(export_to(archive, "ex", NULL), 0, "%s", err);
+	cr_assert(strstr(err, "exported volume ex (a temporary snapshot"), "%s", err);
+	/* Restored on the partition too: XFS, mounted noatime (the comparison's reads keep the access times). */
+	testbed_part_mountpoint(&tb, 0, mnt, sizeof(mnt));
+	snprintf(g, sizeof(g), "%s/gnu", mnt);
+	/*
+	 * GNU tar never sets access times when it extracts (UTIME_OMIT): everything else must match.
+	 * Whether XFS also lists an ACL as trusted.SGI_ACL_* depends on how it was set, not on the ACL.
+	 */
+	restore_and_compare(archive, vol, g, TREECMP_SKIP_ATIME | TREECMP_SKIP_XFS_ACL_ALIAS,
+			    (const char *const[]){ "tar", "-xpf", archive, "--xattrs", "--xattrs-include=*", "--acls",
+						   "--numeric-owner", "-C", g, NULL });
+	snprintf(b, sizeof(b), "%s/bsd", mnt);
+	/* bsdtar never sets the times of the directory it extracts into ("./"), whoever wrote the archive. */
+	restore_and_compare(archive, vol, b, TREECMP_SKIP_ROOT_META | TREECMP_SKIP_XFS_ACL_ALIAS,
+			    (const char *const[]){ "bsdtar", "-xpf", archive, "--xattrs", "--acls", "--numeric-owner",
+						   "-C", b, NULL });
+	/* The temporary snapshot and its bind are gone. */
+	cr_assert_eq(ADMIN("volume", "snapshots", "ex", "--json"), 0, "%s", err);
+	cr_assert(!strstr(out, "export-"), "%s", out);
+	snprintf(mnt, sizeof(mnt), "%s", tb.prop);
+	listing(mnt, g, sizeof(g));
+	cr_assert(!strstr(g, ".export-"), "%s", g);
+}
+
+Test(daemon_snapshot, an_export_of_a_snapshot_or_of_a_volume_being_written_is_one_instant)
+{
+	char vol[512], archive[600], dest[700], data[600], why[512], mnt[600];
+
+	create_volume("exw", "");
+	testbed_volume_dir(&tb, 0, "exw", vol, sizeof(vol));
+	put(vol, "v", "one\n", 4);
+	cr_assert_eq(ADMIN("volume", "snapshot", "exw", "first"), 0, "%s", err);
+	put(vol, "v", "two, later\n", 11);
+	testbed_part_mountpoint(&tb, 0, mnt, sizeof(mnt));
+
+	/* --snapshot: the snapshot's files, not the volume's. */
+	snprintf(archive, sizeof(archive), "%s/first.tar", tb.dir);
+	cr_assert_eq(export_to(archive, "exw", "first"), 0, "%s", err);
+	cr_assert(strstr(err, "its snapshot first"), "%s", err);
+	snprintf(dest, sizeof(dest), "%s/first", mnt);
+	snapdir("exw", "data/first", data, sizeof(data));
+	restore_and_compare(archive, data, dest, TREECMP_SKIP_ATIME | TREECMP_SKIP_XFS_ACL_ALIAS,
+			    (const char *const[]){ "tar", "-xpf", archive, "--xattrs", "--xattrs-include=*", "--acls",
+						   "--numeric-owner", "-C", dest, NULL });
+
+	/* Being written: the temporary snapshot shows one instant. */
+	for (int i = 0; i < ROUND_FILES; i++) {
+		char rel[16];
+		snprintf(rel, sizeof(rel), "f%03d", i);
+		put(vol, rel, "0000000000\n", 11);
+	}
+	writer_pid = start_writer(vol);
+	usleep(100 * 1000);
+	snprintf(archive, sizeof(archive), "%s/busy.tar", tb.dir);
+	cr_assert_eq(export_to(archive, "exw", NULL), 0, "%s", err);
+	snprintf(dest, sizeof(dest), "%s/busy", mnt);
+	cr_assert_eq(mkdir(dest, 0700), 0);
+	cr_assert_eq(RUN("tar", "-xpf", archive, "-C", dest), 0);
+	cr_assert_eq(check_instant(dest, why, sizeof(why)), 0, "%s", why);
+	kill(writer_pid, SIGKILL);
+	waitpid(writer_pid, NULL, 0);
+	writer_pid = 0;
+	/* Only "first" stays: the temporary snapshot went with its export. */
+	cr_assert_eq(ADMIN("volume", "snapshots", "exw", "--json"), 0, "%s", err);
+	cr_assert(strstr(out, "\"first\"") && !strstr(out, "export-"), "%s", out);
+}
+
+Test(daemon_snapshot, a_failed_export_says_why_and_leaves_nothing)
+{
+	char archive[600], cmd[2048], sock[400], names[1024];
+	const char *bin = getenv("NVMEVOL_BINARY") ? getenv("NVMEVOL_BINARY") : "build/src/nvmevol";
+	char vol[512];
+	static char block[1 << 20];
+	int st;
+
+	create_volume("exf", "");
+	testbed_volume_dir(&tb, 0, "exf", vol, sizeof(vol));
+	for (int i = 0; i < 8; i++) {
+		char rel[16];
+		snprintf(rel, sizeof(rel), "big%d", i);
+		put(vol, rel, block, sizeof(block));
+	}
+	snprintf(archive, sizeof(archive), "%s/x.tar", tb.dir);
+	cr_assert_eq(export_to(archive, "nosuch", NULL), 1);
+	cr_assert(strstr(err, "no such volume: nosuch"), "%s", err);
+	cr_assert_eq(export_to(archive, "exf", "nosnap"), 1);
+	cr_assert(strstr(err, "has no snapshot nosnap"), "%s", err);
+	cr_assert_eq(export_to(archive, "exf", "../x"), 2);
+	/* The reader goes away after 1000 bytes: the export fails, and its snapshot and bind go. */
+	snprintf(sock, sizeof(sock), "%s/nvmevol-admin.sock", tb.dir);
+	snprintf(cmd, sizeof(cmd),
+		 "set -o pipefail; '%s' volume export exf --socket '%s' 2>'%s/pipe.err' | head -c 1000 >/dev/null", bin,
+		 sock, tb.dir);
+	st = RUN("bash", "-c", cmd);
+	cr_assert_eq(st, 1, "an export whose reader went away must fail (status %d)", st);
+	cr_assert_eq(ADMIN("volume", "snapshots", "exf", "--json"), 0, "%s", err);
+	cr_assert(!strstr(out, "export-"), "a temporary snapshot stayed: %s", out);
+	listing(tb.prop, names, sizeof(names));
+	cr_assert(!strstr(names, ".export-"), "%s", names);
 }

@@ -156,6 +156,20 @@ static const CliCommand commands[] = {
 	  "namespace it can see has it mounted. The snapshot is kept.\n"
 	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
 	  CLI_OPTS_TARGET, 2, 2, cmd_volume_rollback, true },
+	{ "volume export", "NAME [--snapshot SNAPSHOT] > FILE",
+	  "Writes a volume as a POSIX pax archive to standard output, for GNU tar or\n"
+	  "bsdtar to restore (tar -xpf FILE --xattrs --xattrs-include='*' --acls):\n"
+	  "owners, modes, nanosecond times, extended attributes (file capabilities\n"
+	  "included), POSIX ACLs, hard links, symlinks, FIFOs, device nodes, and holes\n"
+	  "kept as holes (GNU sparse 1.0). Sockets are left out (counted). Without\n"
+	  "--snapshot a temporary snapshot is taken first (the volume's files as of one\n"
+	  "instant, even while containers write) and removed at the end. The plugin\n"
+	  "binds the snapshot read-only under its propagated mount; this command reads\n"
+	  "it there (run it as root on the Docker host). What was written is said on\n"
+	  "standard error (--json: as JSON).\n"
+	  "\nOptions:\n"
+	  "  --snapshot SNAP  export that snapshot of the volume\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET | CLI_OPT_SNAPSHOT, 1, 1, cmd_volume_export, true },
 	{ "partition adopt", "UUID|LABEL",
 	  "Lets a partition that appeared after the plugin started (served read-only,\n"
 	  "no new volumes) receive new volumes: nvmevol mounts it read-write. Refused\n"
@@ -244,6 +258,7 @@ static const CliOptionDef option_defs[] = {
 	{ "require-nvme", CLI_OPT_REQUIRE_NVME, offsetof(CliArgs, require_nvme) },
 	{ "health", CLI_OPT_HEALTH, offsetof(CliArgs, health) },
 	{ "history", CLI_OPT_HISTORY, 0 },
+	{ "snapshot", CLI_OPT_SNAPSHOT, offsetof(CliArgs, snapshot) },
 };
 
 /* One pass over every option of every command; the words that are not options end up in a->args. */

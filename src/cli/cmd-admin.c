@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include "admin-protocol.h"
 #include "cli/cmd-admin.h"
 #include "cli/docker-client.h"
+#include "cli/tar-write.h"
 #include "pool/mount-users.h"
 #include "volume/volume-options.h"
 #include "volume/volume.h"
@@ -779,6 +781,98 @@ int cmd_volume_rollback(const CliArgs *a, char **args, int n)
 {
 	return snapshot_verb(a, args, ADMIN_PATH_VOLUME_ROLLBACK, " rolled back to snapshot ",
 			     " (the snapshot is kept; the state before is gone)");
+}
+
+/* ---- volume export ---- */
+
+static volatile sig_atomic_t export_stop;
+
+static void on_stop_signal(int sig)
+{
+	export_stop = 1;
+}
+
+/* Where the export's bind is on the host: under Docker's copy of the plugin's propagated mount. */
+static char *export_host_path(const CliArgs *a, const AdminTarget *t, const json_t *j)
+{
+	_cleanup_free_ char *root = NULL, *err = NULL;
+	const char *mnt = str(j, "mount"), *prop = str(j, "propagated_mount");
+	char *p = NULL;
+
+	if (!mnt || !prop || strchr(mnt, '/') || mnt[0] != '.')
+		return NULL;
+	if (!t->plugin_id) {
+		/* A daemon run outside Docker: its propagated mount is in this mount namespace. */
+		return asprintf(&p, "%s/%s", prop, mnt) < 0 ? NULL : p;
+	}
+	if (docker_root_dir(&root, &err) < 0) {
+		(void)cli_fail(a, "cannot ask Docker for its data root: %s", err ? err : "?");
+		return NULL;
+	}
+	return asprintf(&p, "%s/plugins/%s/propagated-mount/%s", root, t->plugin_id, mnt) < 0 ? NULL : p;
+}
+
+/* Writes the archive of the export @j (open) to standard output. */
+static int export_write(const CliArgs *a, const AdminTarget *t, const json_t *j, TarWriteStats *st)
+{
+	_cleanup_free_ char *host = export_host_path(a, t, j), *err = NULL;
+	_cleanup_close_ int fd = -EBADF;
+	struct sigaction sa = { .sa_handler = on_stop_signal }, ign = { .sa_handler = SIG_IGN };
+	int r;
+
+	if (!host)
+		return cli_fail(a, "cannot tell where the plugin bound the snapshot on this host");
+	fd = open(host, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return cli_fail(a, "cannot open %s, where the plugin bound the snapshot: %s (run the command as root on "
+				"the Docker host)", host, errno_str(errno));
+	/* A signal or a closed pipe ends the export cleanly: its snapshot is removed. */
+	(void)sigaction(SIGINT, &sa, NULL);
+	(void)sigaction(SIGTERM, &sa, NULL);
+	(void)sigaction(SIGHUP, &sa, NULL);
+	(void)sigaction(SIGPIPE, &ign, NULL);
+	r = tar_write_tree(fd, STDOUT_FILENO, &export_stop, st, &err);
+	if (r < 0)
+		return cli_fail(a, "the export of %s failed: %s; what was written is not a whole archive",
+				str(j, "volume"), err ? err : errno_str(r));
+	return 0;
+}
+
+int cmd_volume_export(const CliArgs *a, char **args, int n)
+{
+	_cleanup_(admin_target_done) AdminTarget t = { 0 };
+	_cleanup_(json_decrefp) json_t *req = NULL, *j = NULL, *creq = NULL, *closed = NULL, *sum = NULL;
+	TarWriteStats st = { 0 };
+	int r, rc;
+
+	if (a->snapshot && (r = check_snapshot_name(a, a->snapshot)) != 0)
+		return r;
+	if (isatty(STDOUT_FILENO))
+		return cli_fail(a, "the archive goes to standard output, which is a terminal: redirect it (> FILE, | zstd, "
+				"| ssh HOST ...)");
+	req = json_pack("{s:s,s:s*}", "Name", args[0], "Snapshot", a->snapshot);
+	if (!req)
+		return cli_fail(a, "out of memory");
+	if ((r = ask(a, &t, ADMIN_PATH_VOLUME_EXPORT_OPEN, req, &j)) != 0)
+		return r;
+	rc = export_write(a, &t, j, &st);
+	/* Always: the bind goes, and a temporary snapshot with it. */
+	creq = json_pack("{s:s,s:s}", "Name", args[0], "Token", str(j, "token") ? str(j, "token") : "");
+	r = creq ? call(a, &t, ADMIN_PATH_VOLUME_EXPORT_CLOSE, creq, &closed) : cli_fail(a, "out of memory");
+	if (rc != 0 || r != 0)
+		return rc != 0 ? rc : r;
+	sum = json_pack("{s:s,s:s,s:b,s:I,s:I,s:I}", "volume", args[0], "snapshot", str(j, "snapshot"), "temporary",
+			json_is_true(json_object_get(j, "temporary")), "entries", (json_int_t)st.entries, "bytes",
+			(json_int_t)st.bytes, "sockets_skipped", (json_int_t)st.sockets);
+	if (a->given & CLI_OPT_JSON) {
+		if (sum && json_dumpf(sum, stderr, JSON_INDENT(2) | JSON_SORT_KEYS) == 0)
+			fputc('\n', stderr);
+	} else
+		fprintf(stderr, "exported volume %s (%s snapshot %s): %llu entries, %llu bytes of data%s\n", args[0],
+			json_is_true(json_object_get(j, "temporary")) ? "a temporary" : "its", str(j, "snapshot"),
+			(unsigned long long)st.entries, (unsigned long long)st.bytes,
+			st.sockets ? "; sockets left out (tar cannot hold them)" : "");
+	return CLI_EXIT_OK;
 }
 
 /* ---- partition adopt ---- */

@@ -23,6 +23,8 @@ static const char *const endpoint_paths[_ADMIN_ENDPOINT_MAX] = {
 	[ADMIN_VOLUME_SNAPSHOTS] = ADMIN_PATH_VOLUME_SNAPSHOTS,
 	[ADMIN_VOLUME_SNAPSHOT_REMOVE] = ADMIN_PATH_VOLUME_SNAPSHOT_REMOVE,
 	[ADMIN_VOLUME_ROLLBACK] = ADMIN_PATH_VOLUME_ROLLBACK,
+	[ADMIN_VOLUME_EXPORT_OPEN] = ADMIN_PATH_VOLUME_EXPORT_OPEN,
+	[ADMIN_VOLUME_EXPORT_CLOSE] = ADMIN_PATH_VOLUME_EXPORT_CLOSE,
 };
 
 const char *admin_endpoint_to_path(AdminEndpoint e)
@@ -43,6 +45,7 @@ void admin_request_done(AdminRequest *req)
 	free(req->name);
 	free(req->partition);
 	free(req->snapshot);
+	free(req->token);
 	json_decref(req->changes);
 	json_decref(req->expect);
 	json_decref(req->entries);
@@ -65,7 +68,20 @@ static bool has_name(AdminEndpoint e)
 {
 	return e == ADMIN_VOLUME_SHOW || e == ADMIN_VOLUME_RESIZE || e == ADMIN_VOLUME_SET || e == ADMIN_VOLUME_FORGET ||
 	       e == ADMIN_VOLUME_RELEASE || e == ADMIN_VOLUME_SNAPSHOT || e == ADMIN_VOLUME_SNAPSHOTS ||
-	       e == ADMIN_VOLUME_SNAPSHOT_REMOVE || e == ADMIN_VOLUME_ROLLBACK;
+	       e == ADMIN_VOLUME_SNAPSHOT_REMOVE || e == ADMIN_VOLUME_ROLLBACK || e == ADMIN_VOLUME_EXPORT_OPEN ||
+	       e == ADMIN_VOLUME_EXPORT_CLOSE;
+}
+
+static int parse_token(json_t *j, char **ret, unsigned *ret_status, char **reterr_msg)
+{
+	json_t *f = json_object_get(j, "Token");
+	const char *t = json_string_value(f);
+
+	if (!t || strlen(t) != ADMIN_EXPORT_TOKEN_LEN || json_string_length(f) != ADMIN_EXPORT_TOKEN_LEN ||
+	    strspn(t, "0123456789abcdef") != ADMIN_EXPORT_TOKEN_LEN)
+		return refuse(400, ret_status, reterr_msg, -EINVAL, "missing or invalid 'Token': 16 hex digits");
+	*ret = strdup(t);
+	return *ret ? 0 : -ENOMEM;
 }
 
 /* "Snapshot": a name as a volume's; required unless @optional. */
@@ -192,7 +208,12 @@ int admin_request_parse(const char *method, const char *path, const char *body, 
 	case ADMIN_VOLUME_SNAPSHOT:
 	case ADMIN_VOLUME_SNAPSHOT_REMOVE:
 	case ADMIN_VOLUME_ROLLBACK:
-		r = parse_snapshot(j, req.endpoint == ADMIN_VOLUME_SNAPSHOT, &req.snapshot, ret_status, reterr_msg);
+	case ADMIN_VOLUME_EXPORT_OPEN:
+		r = parse_snapshot(j, req.endpoint == ADMIN_VOLUME_SNAPSHOT || req.endpoint == ADMIN_VOLUME_EXPORT_OPEN,
+				   &req.snapshot, ret_status, reterr_msg);
+		break;
+	case ADMIN_VOLUME_EXPORT_CLOSE:
+		r = parse_token(j, &req.token, ret_status, reterr_msg);
 		break;
 	case ADMIN_PARTITION_ADOPT:
 		f = json_object_get(j, "Partition");
@@ -385,6 +406,12 @@ static void dispatch(Admin *a, const AdminRequest *req, json_t **ret, char **ret
 		break;
 	case ADMIN_VOLUME_ROLLBACK:
 		r = manager_rollback(a->manager, req->name, req->snapshot, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_EXPORT_OPEN:
+		r = manager_export_open(a->manager, req->name, req->snapshot, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_EXPORT_CLOSE:
+		r = manager_export_close(a->manager, req->name, req->token, ret, reterr_msg);
 		break;
 	default:
 		r = -EINVAL;

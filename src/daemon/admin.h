@@ -19,6 +19,9 @@
  *   /Admin.VolumeSnapshots {"Name"}                            list, with each one's cost measured now
  *   /Admin.VolumeSnapshotRemove {"Name","Snapshot"}
  *   /Admin.VolumeRollback  {"Name","Snapshot"}                 only while the volume is not in use
+ *   /Admin.VolumeExportOpen {"Name","Snapshot"?}               a snapshot (a temporary one if not given)
+ *                                                              bound read-only for the command to read
+ *   /Admin.VolumeExportClose {"Name","Token"}
  */
 #pragma once
 
@@ -45,6 +48,8 @@ typedef enum AdminEndpoint {
 	ADMIN_VOLUME_SNAPSHOTS,
 	ADMIN_VOLUME_SNAPSHOT_REMOVE,
 	ADMIN_VOLUME_ROLLBACK,
+	ADMIN_VOLUME_EXPORT_OPEN,
+	ADMIN_VOLUME_EXPORT_CLOSE,
 	_ADMIN_ENDPOINT_MAX,
 	_ADMIN_ENDPOINT_INVALID = -EINVAL,
 } AdminEndpoint;
@@ -57,6 +62,7 @@ typedef struct AdminRequest {
 	char *name;      /* validated volume name */
 	char *partition; /* validated label or UUID */
 	char *snapshot;  /* validated snapshot name (NULL: not given) */
+	char *token;     /* validated export token */
 	json_t *changes; /* object of strings (resize, set) */
 	json_t *expect;  /* object of mount ID: count (release) */
 	json_t *entries; /* array of {"Name","Record"} (import) */

@@ -16,6 +16,14 @@
 
 DEFINE_CLEANUP_FUNC(Volume *, volume_unref)
 
+/* A snapshot bound read-only under the propagated mount for `volume export` (manager-snapshot.c). */
+typedef struct ManagerExport {
+	char token[17];                     /* 16 hex digits; the bind is <PropagatedMount>/.export-<token> */
+	char volume[VOLUME_NAME_MAX + 1];
+	char snapshot[VOLUME_NAME_MAX + 1];
+	bool temporary;                     /* its snapshot was taken for it: removed when it ends */
+} ManagerExport;
+
 struct Manager {
 	const Settings *cfg;
 	Pool *pool;
@@ -28,6 +36,10 @@ struct Manager {
 	pthread_mutex_t create_lock; /* serialises Create, Remove and the admin operations that add or drop volumes */
 	pthread_mutex_t rescan_lock; /* one rescan at a time, together with loading what it attached */
 	bool starting;               /* start-up: loading in bulk, single-threaded */
+
+	pthread_mutex_t export_lock; /* a leaf: guards exports and n_exports (added and dropped under op_lock too) */
+	ManagerExport *exports;
+	size_t n_exports, cap_exports;
 
 	/* The background rescan (manager-rescan.c); its fields are guarded by rescan_wait, a leaf lock. */
 	pthread_mutex_t rescan_wait;

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -42,6 +43,7 @@
 #include "manager/manager-internal.h"
 #include "pool/sizelimit.h"
 #include "pool/snapstore.h"
+#include "util/alloc-util.h"
 #include "util/errmsg.h"
 #include "util/fs-util.h"
 #include "util/log.h"
@@ -52,6 +54,8 @@
 
 typedef struct SnapArgs {
 	const char *snap;
+	const char *token; /* export close */
+	bool temporary;    /* take: for an export */
 	json_t *result;
 } SnapArgs;
 
@@ -80,6 +84,8 @@ static json_t *snap_json(const VolumeSnapshot *s)
 		json_object_set_new(j, "cost_complete", json_boolean(s->cost_complete));
 		json_object_set_new(j, "cost_measured_at", json_string(stamp));
 	}
+	if (s->temporary)
+		json_object_set_new(j, "temporary", json_true());
 	if (s->data_missing)
 		json_object_set_new(j, "problem",
 				    json_string("its data directory is missing on the partition; remove the snapshot"));
@@ -356,6 +362,7 @@ static int create_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 		snprintf(s.name, sizeof(s.name), "%s", a->snap);
 	else
 		default_name(s.name, sizeof(s.name), v);
+	s.temporary = a->temporary;
 	if (find_snap(v, s.name))
 		return errmsg_set(reterr_msg, -EEXIST, "volume %s already has a snapshot %s", v->name, s.name);
 	if (v->n_snaps >= SNAPSHOTS_PER_VOLUME_MAX)
@@ -489,6 +496,40 @@ int manager_snapshot_list(Manager *m, const char *name, json_t **ret_result, cha
 	return 0;
 }
 
+/* ---- exports: the bookkeeping ---- */
+
+static void export_mount_name(const char *token, char buf[static 32])
+{
+	snprintf(buf, 32, ".export-%s", token);
+}
+
+/* Takes the binds of exports of @volume's @snap (NULL: any with @token) away and forgets them. */
+static void drop_exports_matching(Manager *m, const char *volume, const char *snap, const char *token,
+				  ManagerExport *ret_one)
+{
+	pthread_mutex_lock(&m->export_lock);
+	for (size_t i = 0; i < m->n_exports;) {
+		ManagerExport *e = &m->exports[i];
+		char mnt[32];
+
+		if (!streq(e->volume, volume) || (snap && !streq(e->snapshot, snap)) || (token && !streq(e->token, token))) {
+			i++;
+			continue;
+		}
+		export_mount_name(e->token, mnt);
+		(void)bind_unmount(m->binds, mnt);
+		if (ret_one)
+			*ret_one = *e;
+		m->exports[i] = m->exports[--m->n_exports];
+	}
+	pthread_mutex_unlock(&m->export_lock);
+}
+
+static void drop_exports(Manager *m, const char *volume, const char *snap)
+{
+	drop_exports_matching(m, volume, snap, NULL, NULL);
+}
+
 /* ---- remove ---- */
 
 static int unknown_snapshot(Volume *v, const char *snap, char **reterr_msg)
@@ -516,6 +557,7 @@ static int remove_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 		r = errmsg_set(reterr_msg, r, "cannot open nvmevol/snapshots/%s: %s", v->name, errno_str(r));
 		goto out;
 	}
+	drop_exports(m, v->name, s.name);
 	/* The commit point: from here on start-up finishes the remove. */
 	s.state = SNAPSHOT_REMOVING;
 	r = snapstore_save(&d, v->name, &s);
@@ -705,6 +747,143 @@ int manager_rollback(Manager *m, const char *name, const char *snap, json_t **re
 	return run_on_snapshot(m, name, snap, rollback_fn, ret_result, reterr_msg);
 }
 
+/* ---- export ---- */
+
+static int export_open_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
+{
+	SnapArgs *a = userdata;
+	_cleanup_close_ int src = -EBADF;
+	ManagerExport e = { 0 };
+	SnapDir d = SNAPDIR_NULL;
+	VolumeSnapshot *s;
+	PartitionFs *fs = NULL;
+	uint64_t rnd = 0;
+	char mnt[32], temp[32];
+	int r;
+
+	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+		return errmsg_set(reterr_msg, -EIO, "cannot draw a random export token");
+	snprintf(e.token, sizeof(e.token), "%016llx", (unsigned long long)rnd);
+	snprintf(e.volume, sizeof(e.volume), "%s", v->name);
+	if (!a->snap) {
+		/* One instant, in use or not: a temporary snapshot, the frozen path. */
+		SnapArgs t = { .snap = temp, .temporary = true };
+
+		snprintf(temp, sizeof(temp), "export-%s", e.token);
+		r = create_fn(m, v, &t, reterr_msg);
+		json_decref(t.result);
+		if (r < 0)
+			return r;
+		e.temporary = true;
+	}
+	snprintf(e.snapshot, sizeof(e.snapshot), "%s", a->snap ? a->snap : temp);
+	s = find_snap(v, e.snapshot);
+	if (!s) {
+		r = unknown_snapshot(v, e.snapshot, reterr_msg);
+		goto fail;
+	}
+	if (s->data_missing) {
+		r = errmsg_set(reterr_msg, -ENOENT, "snapshot %s of volume %s has lost its data directory", s->name, v->name);
+		goto fail;
+	}
+	fs = writable_fs(m, v, "export", reterr_msg);
+	if (!fs) {
+		r = -ENODEV;
+		goto fail;
+	}
+	r = snapstore_open(fs, v->name, false, &d);
+	if (r == 0) {
+		src = openat(d.data_fd, s->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		r = src < 0 ? negative_errno() : 0;
+	}
+	snapdir_done(&d);
+	if (r < 0) {
+		r = errmsg_set(reterr_msg, r, "cannot open snapshot %s: %s", s->name, errno_str(r));
+		goto fail;
+	}
+	export_mount_name(e.token, mnt);
+	r = bind_mount_dir(m->binds, mnt, src, MOUNT_BIND_RDONLY | MOUNT_BIND_NOSUID | MOUNT_BIND_NODEV, reterr_msg);
+	if (r < 0)
+		goto fail;
+	pthread_mutex_lock(&m->export_lock);
+	r = GROW_ARRAY(m->exports, m->cap_exports, m->n_exports + 1, 4);
+	if (r >= 0)
+		m->exports[m->n_exports++] = e;
+	pthread_mutex_unlock(&m->export_lock);
+	if (r < 0) {
+		(void)bind_unmount(m->binds, mnt);
+		r = errmsg_set(reterr_msg, -ENOMEM, "out of memory");
+		goto fail;
+	}
+	a->result = json_pack("{s:s,s:s,s:b,s:s,s:s,s:s}", "volume", v->name, "snapshot", e.snapshot, "temporary",
+			      e.temporary, "token", e.token, "mount", mnt, "propagated_mount", m->cfg->propagated_mount);
+	partition_fs_put(fs);
+	log_info("volume %s: snapshot %s bound read-only for an export (token %s)", v->name, e.snapshot, e.token);
+	return a->result ? 0 : -ENOMEM;
+fail:
+	partition_fs_put(fs);
+	if (e.temporary) {
+		SnapArgs t = { .snap = temp };
+		_cleanup_free_ char *ignored = NULL;
+
+		(void)remove_fn(m, v, &t, &ignored);
+		json_decref(t.result);
+	}
+	return r;
+}
+
+int manager_export_open(Manager *m, const char *name, const char *snap, json_t **ret_result, char **reterr_msg)
+{
+	SnapArgs a = { .snap = snap };
+	int r;
+
+	if (snap && !volume_name_is_valid(snap))
+		return errmsg_set(reterr_msg, -EINVAL, "invalid snapshot name '%s'", snap);
+	r = manager_run_on_volume(m, name, false, export_open_fn, &a, reterr_msg);
+	if (r < 0) {
+		json_decref(a.result);
+		return r;
+	}
+	*ret_result = a.result;
+	return 0;
+}
+
+static int export_close_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
+{
+	SnapArgs *a = userdata;
+	ManagerExport e = { 0 };
+	int r = 0;
+
+	drop_exports_matching(m, v->name, NULL, a->token, &e);
+	if (!e.token[0])
+		return errmsg_set(reterr_msg, -ENOENT, "volume %s has no export %s (it ended, or the plugin restarted)",
+				  v->name, a->token);
+	if (e.temporary && find_snap(v, e.snapshot)) {
+		SnapArgs t = { .snap = e.snapshot };
+
+		r = remove_fn(m, v, &t, reterr_msg);
+		json_decref(t.result);
+	}
+	if (r < 0)
+		return r;
+	a->result = json_pack("{s:s,s:s,s:s}", "volume", v->name, "token", e.token, "result", "closed");
+	return a->result ? 0 : -ENOMEM;
+}
+
+int manager_export_close(Manager *m, const char *name, const char *token, json_t **ret_result, char **reterr_msg)
+{
+	SnapArgs a = { .token = token };
+	int r;
+
+	r = manager_run_on_volume(m, name, false, export_close_fn, &a, reterr_msg);
+	if (r < 0) {
+		json_decref(a.result);
+		return r;
+	}
+	*ret_result = a.result;
+	return 0;
+}
+
 /* ---- loading and recovery ---- */
 
 typedef struct LoadCtx {
@@ -753,18 +932,22 @@ void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover)
 	for (size_t i = 0; i < n; i++) {
 		VolumeSnapshot *s = &snaps[i];
 
-		if (s->state == SNAPSHOT_COMMITTED) {
+		if (s->state == SNAPSHOT_COMMITTED && !(s->temporary && recover)) {
 			if (s->data_missing)
 				log_error("volume %s: snapshot %s is committed but its data directory is missing; listed "
 					  "with that problem until it is removed", v->name, s->name);
 			snaps[k++] = *s;
 			continue;
 		}
-		/* Pending: never committed. Removing: committed for removal. Either way its data goes. */
+		/*
+		 * Pending: never committed. Removing: committed for removal. Temporary:
+		 * its export ended with the process that served it. Either way its data goes.
+		 */
 		if (!recover)
 			continue; /* not listed; settled at the next start */
-		log_info("volume %s: snapshot %s was interrupted %s; deleting it", v->name, s->name,
-			 s->state == SNAPSHOT_PENDING ? "before its commit" : "in its removal");
+		log_info("volume %s: snapshot %s was %s; deleting it", v->name, s->name,
+			 s->state == SNAPSHOT_PENDING ? "interrupted before its commit"
+			 : s->state == SNAPSHOT_REMOVING ? "interrupted in its removal" : "taken for an export that ended");
 		if (discard_dir(m, v, fs, d.data_fd, s->name) == 0)
 			(void)snapstore_delete(&d, s->name);
 	}

@@ -37,6 +37,7 @@ int manager_new(const Settings *cfg, Manager **ret)
 		return -ENOMEM;
 	m->cfg = cfg;
 	pthread_mutex_init(&m->create_lock, NULL);
+	pthread_mutex_init(&m->export_lock, NULL);
 	projid_alloc_init(&m->projids);
 	pthread_mutex_init(&m->rescan_lock, NULL);
 	pthread_mutex_init(&m->rescan_wait, NULL);
@@ -75,6 +76,8 @@ Manager *manager_free(Manager *m)
 	store_free(m->store);
 	pool_free(m->pool);
 	pthread_mutex_destroy(&m->create_lock);
+	pthread_mutex_destroy(&m->export_lock);
+	free(m->exports);
 	projid_alloc_done(&m->projids);
 	pthread_mutex_destroy(&m->rescan_lock);
 	pthread_mutex_destroy(&m->rescan_wait);

@@ -97,6 +97,15 @@ int manager_snapshot_create(Manager *m, const char *name, const char *snap, json
 int manager_snapshot_list(Manager *m, const char *name, json_t **ret_result, char **reterr_msg);
 int manager_snapshot_remove(Manager *m, const char *name, const char *snap, json_t **ret_result, char **reterr_msg);
 int manager_rollback(Manager *m, const char *name, const char *snap, json_t **ret_result, char **reterr_msg);
+/*
+ * Export: binds snapshot @snap (NULL: a temporary one taken now, so one
+ * instant even in use) read-only, nosuid, nodev at <PropagatedMount>/.export-TOKEN
+ * for the admin command to read ({"volume","snapshot","temporary","token",
+ * "mount","propagated_mount"}); close takes the bind away and removes a
+ * temporary snapshot.
+ */
+int manager_export_open(Manager *m, const char *name, const char *snap, json_t **ret_result, char **reterr_msg);
+int manager_export_close(Manager *m, const char *name, const char *token, json_t **ret_result, char **reterr_msg);
 
 /*
  * Imports one index entry from the state directory of an older install:

@@ -32,10 +32,10 @@ char *snapshot_record_dump(const char *volume, const VolumeSnapshot *s)
 	_cleanup_free_ char *body = NULL;
 	json_t *j;
 
-	j = json_pack("{s:i,s:s,s:s,s:s,s:I,s:b,s:I,s:I,s:I}", "version", SNAPSHOT_RECORD_VERSION, "volume", volume,
+	j = json_pack("{s:i,s:s,s:s,s:s,s:I,s:b,s:I,s:I,s:I,s:b}", "version", SNAPSHOT_RECORD_VERSION, "volume", volume,
 		      "name", s->name, "state", snapshot_state_to_string(s->state), "at", (json_int_t)s->at,
 		      "volume_in_use", s->volume_in_use, "frozen_ms", (json_int_t)s->frozen_ms, "entries",
-		      (json_int_t)s->entries, "bytes", (json_int_t)s->bytes);
+		      (json_int_t)s->entries, "bytes", (json_int_t)s->bytes, "temporary", s->temporary);
 	if (!j)
 		return NULL;
 	body = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
@@ -66,7 +66,7 @@ int snapshot_record_parse(const char *buf, size_t len, const char *volume, Volum
 	j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!j)
 		return errmsg_set(reterr_msg, -EUCLEAN, "not valid JSON: %s", jerr.text);
-	if (!json_is_object(j) || json_object_size(j) != 10) {
+	if (!json_is_object(j) || json_object_size(j) != 11) {
 		errmsg_set(reterr_msg, r, "not a snapshot record");
 		goto out;
 	}
@@ -98,10 +98,12 @@ int snapshot_record_parse(const char *buf, size_t len, const char *volume, Volum
 		goto out;
 	}
 	x = json_object_get(j, "volume_in_use");
-	if (!json_is_boolean(x) || get_u64(j, "at", INT64_MAX, &u) < 0) {
-		errmsg_set(reterr_msg, r, "field 'volume_in_use' or 'at' is invalid");
+	if (!json_is_boolean(x) || !json_is_boolean(json_object_get(j, "temporary")) ||
+	    get_u64(j, "at", INT64_MAX, &u) < 0) {
+		errmsg_set(reterr_msg, r, "field 'volume_in_use', 'temporary' or 'at' is invalid");
 		goto out;
 	}
+	s.temporary = json_is_true(json_object_get(j, "temporary"));
 	s.volume_in_use = json_is_true(x);
 	s.at = (int64_t)u;
 	if (get_u64(j, "frozen_ms", UINT32_MAX, &u) < 0 || get_u64(j, "entries", INT64_MAX, &s.entries) < 0 ||

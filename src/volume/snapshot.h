@@ -44,6 +44,7 @@ typedef struct VolumeSnapshot {
 	uint32_t frozen_ms; /* how long the partition's writers waited */
 	uint64_t entries;   /* files, directories, links and special files */
 	uint64_t bytes;     /* sizes of the regular files */
+	bool temporary;     /* taken for an export: removed when it ends, or at the next start */
 
 	/* Runtime: the last measure of its cost (manager-snapshot.c). */
 	bool data_missing;      /* committed, but its data directory is gone */
