@@ -25,5 +25,8 @@
 #define ADMIN_PATH_VOLUME_ROLLBACK "/Admin.VolumeRollback"
 #define ADMIN_PATH_VOLUME_EXPORT_OPEN "/Admin.VolumeExportOpen"
 #define ADMIN_PATH_VOLUME_EXPORT_CLOSE "/Admin.VolumeExportClose"
+#define ADMIN_PATH_VOLUME_IMPORT_OPEN "/Admin.VolumeImportOpen"
+#define ADMIN_PATH_VOLUME_IMPORT_COMMIT "/Admin.VolumeImportCommit"
+#define ADMIN_PATH_VOLUME_IMPORT_ABORT "/Admin.VolumeImportAbort"
 /* An export's token: 16 lowercase hex digits. */
 #define ADMIN_EXPORT_TOKEN_LEN 16

@@ -760,3 +760,111 @@ Test(daemon_snapshot, a_failed_export_says_why_and_leaves_nothing)
 	listing(tb.prop, names, sizeof(names));
 	cr_assert(!strstr(names, ".export-"), "%s", names);
 }
+
+/* ---- import ---- */
+
+/* `nvmevol volume import NAME ARGS... < @file`: its exit status; stdout in out, stderr in err. */
+static int import_from(const char *file, const char *volume, const char *opts)
+{
+	char cmd[2048], sock[400], outf[600], errf[600];
+	const char *bin = getenv("NVMEVOL_BINARY") ? getenv("NVMEVOL_BINARY") : "build/src/nvmevol";
+	FILE *f;
+	int st;
+	size_t n;
+
+	snprintf(sock, sizeof(sock), "%s/nvmevol-admin.sock", tb.dir);
+	snprintf(outf, sizeof(outf), "%s/import.out", tb.dir);
+	snprintf(errf, sizeof(errf), "%s/import.err", tb.dir);
+	snprintf(cmd, sizeof(cmd), "'%s' volume import %s %s --socket '%s' < '%s' > '%s' 2> '%s'", bin, volume,
+		 opts ? opts : "", sock, file, outf, errf);
+	st = system(cmd);
+	f = fopen(errf, "r");
+	n = f ? fread(err, 1, sizeof(err) - 1, f) : 0;
+	err[n] = '\0';
+	if (f)
+		fclose(f);
+	f = fopen(outf, "r");
+	n = f ? fread(out, 1, sizeof(out) - 1, f) : 0;
+	out[n] = '\0';
+	if (f)
+		fclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void imports_dir(char *buf, size_t len)
+{
+	char mp[400];
+
+	testbed_part_mountpoint(&tb, 0, mp, sizeof(mp));
+	snprintf(buf, len, "%s/nvmevol/imports", mp);
+}
+
+Test(daemon_snapshot, an_export_imported_again_and_a_gnu_tar_archive_imported_are_the_same_trees)
+{
+	char vol[512], back[512], archive[600], gnu[600], why[1024];
+
+	create_volume("orig", "");
+	testbed_volume_dir(&tb, 0, "orig", vol, sizeof(vol));
+	rich_tree(vol);
+	snprintf(archive, sizeof(archive), "%s/orig.tar", tb.dir);
+	cr_assert_eq(export_to(archive, "orig", NULL), 0, "%s", err);
+	cr_assert_eq(import_from(archive, "back", "-o dev=true"), 0, "%s", err);
+	cr_assert(strstr(out, "volume back imported"), "%s", out);
+	testbed_volume_dir(&tb, 0, "back", back, sizeof(back));
+	cr_assert_eq(treecmp(vol, back, TREECMP_SKIP_XFS_ACL_ALIAS, why, sizeof(why)), 0, "export, import: %s", why);
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"back\"}"), 0, "%s", client_err(&rep));
+
+	/* GNU tar's own pax archive of the same tree. */
+	snprintf(gnu, sizeof(gnu), "%s/gnu.tar", tb.dir);
+	cr_assert_eq(RUN("tar", "--format=posix", "--sparse", "--sparse-version=1.0", "--xattrs", "--xattrs-include=*",
+			 "--acls", "--numeric-owner", "-cpf", gnu, "-C", vol, "."), 0);
+	cr_assert_eq(import_from(gnu, "fromgnu", "-o dev=true"), 0, "%s", err);
+	testbed_volume_dir(&tb, 0, "fromgnu", back, sizeof(back));
+	cr_assert_eq(treecmp(vol, back, TREECMP_SKIP_XFS_ACL_ALIAS, why, sizeof(why)), 0, "GNU tar, import: %s", why);
+	/* Nothing of the imports stays behind. */
+	imports_dir(why, sizeof(why));
+	cr_assert_eq(testbed_count_entries(why), 0);
+}
+
+Test(daemon_snapshot, a_hostile_or_broken_stream_gets_a_clear_err_and_leaves_nothing)
+{
+	static const struct {
+		const char *file, *err;
+	} cases[] = {
+		{ "dotdot.tar", "climbs out with '..'" },
+		{ "absolute.tar", "is an absolute name" },
+		{ "symlink-write.tar", "may not pass through symlinks" },
+		{ "hardlink-out.tar", "climbs out with '..'" },
+		{ "device.tar", "-o dev=true" },
+		{ "truncated.tar", "cut short" },
+		{ "bitflip.tar", "checksum does not match" },
+		{ "giant.tar", "more than the import may write" },
+		{ "empty.tar", "cut short" },
+		{ "garbage.tar", "checksum does not match" },
+	};
+	char dir[600], outside[700], path[800], imp[600], prop[400];
+	struct stat st;
+
+	snprintf(dir, sizeof(dir), "%s/hostile", tb.dir);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	snprintf(outside, sizeof(outside), "%s/outside-the-volume", tb.dir);
+	cr_assert_eq(RUN("python3", "tests/tools/hostile-tars.py", dir, outside), 0);
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, cases[i].file);
+		cr_assert_eq(import_from(path, "evil", NULL), 1, "%s was imported: %s", cases[i].file, out);
+		cr_assert(strstr(err, cases[i].err) && strstr(err, "nothing was created"), "%s: %s", cases[i].file, err);
+		cr_assert_neq(tb_call(&tb, "Get", &rep, "{\"Name\":\"evil\"}"), 0, "%s left a volume", cases[i].file);
+		cr_assert_eq(lstat(outside, &st), -1, "%s wrote outside the volume", cases[i].file);
+		imports_dir(imp, sizeof(imp));
+		cr_assert_eq(testbed_count_entries(imp), 0, "%s left its import directory", cases[i].file);
+		snprintf(prop, sizeof(prop), "%s", tb.prop);
+		listing(prop, path, sizeof(path));
+		cr_assert(!strstr(path, ".import-"), "%s left its bind: %s", cases[i].file, path);
+	}
+	/* The control: the same generator's good archive goes in. */
+	snprintf(path, sizeof(path), "%s/good.tar", dir);
+	cr_assert_eq(import_from(path, "evil", NULL), 0, "%s", err);
+	/* A name that exists is refused before anything is read. */
+	cr_assert_eq(import_from(path, "evil", NULL), 1);
+	cr_assert(strstr(err, "exists"), "%s", err);
+}

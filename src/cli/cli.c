@@ -170,6 +170,19 @@ static const CliCommand commands[] = {
 	  "\nOptions:\n"
 	  "  --snapshot SNAP  export that snapshot of the volume\n" TARGET_HELP EXIT_HELP,
 	  CLI_OPTS_TARGET | CLI_OPT_SNAPSHOT, 1, 1, cmd_volume_export, true },
+	{ "volume import", "NAME [-o KEY=VALUE]... < FILE",
+	  "Creates volume NAME from a tar stream on standard input (what volume export,\n"
+	  "GNU tar or bsdtar write: ustar, pax, GNU long names, GNU sparse 1.0), with the\n"
+	  "options of docker volume create (-o size=20G -o uid=999 ...). The volume\n"
+	  "exists only once the whole stream is in: a stream that is damaged, cut\n"
+	  "short, or names anything outside the volume (an absolute name, '..', a\n"
+	  "path through a symlink, a hard link out) leaves nothing behind. Device\n"
+	  "nodes only with -o dev=true; trusted.* attributes are left out. The\n"
+	  "plugin binds the new volume's directory under its propagated mount while\n"
+	  "it is written; run the command as root on the Docker host.\n"
+	  "\nOptions:\n"
+	  "  -o KEY=VALUE     an option of the new volume (as docker volume create -o)\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET | CLI_OPT_O, 1, 1, cmd_volume_import, true },
 	{ "partition adopt", "UUID|LABEL",
 	  "Lets a partition that appeared after the plugin started (served read-only,\n"
 	  "no new volumes) receive new volumes: nvmevol mounts it read-write. Refused\n"
@@ -276,7 +289,7 @@ static int parse(int argc, char **argv, CliArgs *a)
 	/* 0 makes glibc start over (and permute: options may follow the arguments). */
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "hV", options, &idx)) >= 0) {
+	while ((c = getopt_long(argc, argv, "hVo:", options, &idx)) >= 0) {
 		if (c == 0x100) {
 			a->given |= option_defs[idx].bit;
 			if (option_defs[idx].value)
@@ -285,6 +298,12 @@ static int parse(int argc, char **argv, CliArgs *a)
 			a->help = true;
 		else if (c == 'V')
 			a->version = true;
+		else if (c == 'o') {
+			if (a->n_o >= (int)ELEMENTSOF(a->o))
+				return cli_usage_error(NULL, "more than %zu -o options", ELEMENTSOF(a->o));
+			a->given |= CLI_OPT_O;
+			a->o[a->n_o++] = optarg;
+		}
 		else if (optopt > 0 && optopt < 0x100)
 			return cli_usage_error(NULL, "unknown or incomplete option '-%c'", optopt);
 		else
@@ -364,6 +383,8 @@ int cli_main(int argc, char **argv)
 	for (size_t i = 0; i < ELEMENTSOF(option_defs); i++)
 		if ((a.given & option_defs[i].bit) && !(c->options & option_defs[i].bit))
 			return cli_usage_error(&a, "--%s is not an option of this command", option_defs[i].name);
+	if ((a.given & CLI_OPT_O) && !(c->options & CLI_OPT_O))
+		return cli_usage_error(&a, "-o is not an option of this command");
 	if ((a.given & CLI_OPT_PLUGIN) && (a.given & CLI_OPT_SOCKET))
 		return cli_usage_error(&a, "--plugin and --socket are exclusive");
 	n = a.n_args - words;

@@ -15,6 +15,7 @@
 #include "admin-protocol.h"
 #include "cli/cmd-admin.h"
 #include "cli/docker-client.h"
+#include "cli/tar-read.h"
 #include "cli/tar-write.h"
 #include "pool/mount-users.h"
 #include "volume/volume-options.h"
@@ -872,6 +873,92 @@ int cmd_volume_export(const CliArgs *a, char **args, int n)
 			json_is_true(json_object_get(j, "temporary")) ? "a temporary" : "its", str(j, "snapshot"),
 			(unsigned long long)st.entries, (unsigned long long)st.bytes,
 			st.sockets ? "; sockets left out (tar cannot hold them)" : "");
+	return CLI_EXIT_OK;
+}
+
+/* ---- volume import ---- */
+
+/* The directory the plugin bound for an export or import (@j), on this host, opened with @flags. */
+static int open_bound(const CliArgs *a, const AdminTarget *t, const json_t *j, int flags, int *ret_fd)
+{
+	_cleanup_free_ char *host = export_host_path(a, t, j);
+	int fd;
+
+	if (!host)
+		return cli_fail(a, "cannot tell where the plugin bound the directory on this host");
+	fd = open(host, flags | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return cli_fail(a, "cannot open %s, where the plugin bound the directory: %s (run the command as root on "
+				"the Docker host)", host, errno_str(errno));
+	*ret_fd = fd;
+	return 0;
+}
+
+int cmd_volume_import(const CliArgs *a, char **args, int n)
+{
+	_cleanup_(admin_target_done) AdminTarget t = { 0 };
+	_cleanup_(json_decrefp) json_t *opts = json_object(), *req = NULL, *j = NULL, *fin = NULL, *done = NULL;
+	_cleanup_free_ char *err = NULL;
+	_cleanup_close_ int fd = -EBADF;
+	struct sigaction sa = { .sa_handler = on_stop_signal };
+	TarReadLimits lim = { .max_entries = 10000000 };
+	TarReadStats st = { 0 };
+	int r, rc;
+
+	if (!opts)
+		return cli_fail(a, "out of memory");
+	for (int i = 0; i < a->n_o; i++) {
+		const char *eq = strchr(a->o[i], '=');
+		_cleanup_free_ char *key = eq ? strndup(a->o[i], (size_t)(eq - a->o[i])) : NULL;
+
+		if (!eq || eq == a->o[i] || !key)
+			return cli_usage_error(a, "-o takes KEY=VALUE, not '%s'", a->o[i]);
+		json_object_set_new(opts, key, json_string(eq + 1));
+	}
+	if (isatty(STDIN_FILENO))
+		return cli_fail(a, "the stream comes on standard input, which is a terminal: redirect it (< FILE, zstd -dc "
+				"FILE |, ssh HOST ... |)");
+	req = json_pack("{s:s,s:O}", "Name", args[0], "Options", opts);
+	if (!req)
+		return cli_fail(a, "out of memory");
+	if ((r = ask(a, &t, ADMIN_PATH_VOLUME_IMPORT_OPEN, req, &j)) != 0)
+		return r;
+	lim.max_bytes = (uint64_t)num(j, "max_bytes");
+	lim.allow_devices = json_is_true(json_object_get(j, "allow_devices"));
+	rc = open_bound(a, &t, j, O_RDONLY, &fd);
+	if (rc == 0) {
+		(void)sigaction(SIGINT, &sa, NULL);
+		(void)sigaction(SIGTERM, &sa, NULL);
+		r = tar_read_tree(STDIN_FILENO, fd, &lim, &st, &err);
+		if (r == 0 && export_stop)
+			r = -EINTR;
+		if (r < 0)
+			rc = cli_fail(a, "cannot import volume %s: %s; nothing was created", args[0],
+				      r == -EINTR ? "interrupted" : err ? err : errno_str(r));
+	}
+	if (fd >= 0) {
+		(void)close(fd); /* before the commit: the bind goes, and must not be busy */
+		fd = -EBADF;
+	}
+	/* Committed only whole: else the plugin discards what was written. */
+	fin = json_pack("{s:s,s:s,s:s,s:O}", "Name", args[0], "Token", str(j, "token") ? str(j, "token") : "",
+			"Partition", str(j, "partition") ? str(j, "partition") : "", "Options", opts);
+	if (!fin)
+		return cli_fail(a, "out of memory");
+	if (rc != 0) {
+		json_object_del(fin, "Options");
+		(void)call(a, &t, ADMIN_PATH_VOLUME_IMPORT_ABORT, fin, &done);
+		return rc;
+	}
+	if ((r = call(a, &t, ADMIN_PATH_VOLUME_IMPORT_COMMIT, fin, &done)) != 0)
+		return r;
+	if (a->given & CLI_OPT_JSON) {
+		json_object_set_new(done, "entries", json_integer((json_int_t)st.entries));
+		json_object_set_new(done, "bytes", json_integer((json_int_t)st.bytes));
+		return print_json(done);
+	}
+	printf("volume %s imported: %llu entries, %llu bytes\n", args[0], (unsigned long long)st.entries,
+	       (unsigned long long)st.bytes);
 	return CLI_EXIT_OK;
 }
 

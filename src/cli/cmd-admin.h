@@ -15,5 +15,6 @@ int cmd_volume_snapshots(const CliArgs *a, char **args, int n);
 int cmd_volume_snapshot_rm(const CliArgs *a, char **args, int n);
 int cmd_volume_rollback(const CliArgs *a, char **args, int n);
 int cmd_volume_export(const CliArgs *a, char **args, int n);
+int cmd_volume_import(const CliArgs *a, char **args, int n);
 int cmd_partition_adopt(const CliArgs *a, char **args, int n);
 int cmd_state_import(const CliArgs *a, char **args, int n);

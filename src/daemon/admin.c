@@ -25,6 +25,9 @@ static const char *const endpoint_paths[_ADMIN_ENDPOINT_MAX] = {
 	[ADMIN_VOLUME_ROLLBACK] = ADMIN_PATH_VOLUME_ROLLBACK,
 	[ADMIN_VOLUME_EXPORT_OPEN] = ADMIN_PATH_VOLUME_EXPORT_OPEN,
 	[ADMIN_VOLUME_EXPORT_CLOSE] = ADMIN_PATH_VOLUME_EXPORT_CLOSE,
+	[ADMIN_VOLUME_IMPORT_OPEN] = ADMIN_PATH_VOLUME_IMPORT_OPEN,
+	[ADMIN_VOLUME_IMPORT_COMMIT] = ADMIN_PATH_VOLUME_IMPORT_COMMIT,
+	[ADMIN_VOLUME_IMPORT_ABORT] = ADMIN_PATH_VOLUME_IMPORT_ABORT,
 };
 
 const char *admin_endpoint_to_path(AdminEndpoint e)
@@ -49,6 +52,7 @@ void admin_request_done(AdminRequest *req)
 	json_decref(req->changes);
 	json_decref(req->expect);
 	json_decref(req->entries);
+	json_decref(req->options);
 	*req = (AdminRequest){ 0 };
 }
 
@@ -64,12 +68,51 @@ static int refuse(unsigned status, unsigned *ret_status, char **reterr_msg, int 
 	return r;
 }
 
+/* A label or UUID as the CLI passes it: printable, no separators, as a partition= option. */
+static bool partition_ref_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n == 0 || n > PARTITION_REF_MAX || !string_is_printable_ascii(s))
+		return false;
+	return !strpbrk(s, " /,=");
+}
+
 static bool has_name(AdminEndpoint e)
 {
 	return e == ADMIN_VOLUME_SHOW || e == ADMIN_VOLUME_RESIZE || e == ADMIN_VOLUME_SET || e == ADMIN_VOLUME_FORGET ||
 	       e == ADMIN_VOLUME_RELEASE || e == ADMIN_VOLUME_SNAPSHOT || e == ADMIN_VOLUME_SNAPSHOTS ||
 	       e == ADMIN_VOLUME_SNAPSHOT_REMOVE || e == ADMIN_VOLUME_ROLLBACK || e == ADMIN_VOLUME_EXPORT_OPEN ||
-	       e == ADMIN_VOLUME_EXPORT_CLOSE;
+	       e == ADMIN_VOLUME_EXPORT_CLOSE || e == ADMIN_VOLUME_IMPORT_OPEN || e == ADMIN_VOLUME_IMPORT_COMMIT ||
+	       e == ADMIN_VOLUME_IMPORT_ABORT;
+}
+
+/* "Options": an object of strings, as Docker's Opts (checked by the manager), or absent. */
+static int parse_options(json_t *j, json_t **ret, unsigned *ret_status, char **reterr_msg)
+{
+	json_t *o = json_object_get(j, "Options"), *v;
+	const char *key;
+
+	if (!o)
+		return 0;
+	if (!json_is_object(o))
+		return refuse(400, ret_status, reterr_msg, -EINVAL, "'Options' must be an object of strings");
+	json_object_foreach(o, key, v)
+		if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+			return refuse(400, ret_status, reterr_msg, -EINVAL, "option '%.64s' must be a string", key);
+	*ret = json_incref(o);
+	return 0;
+}
+
+static int parse_partition(json_t *j, char **ret, unsigned *ret_status, char **reterr_msg)
+{
+	json_t *f = json_object_get(j, "Partition");
+
+	if (!json_is_string(f) || strlen(json_string_value(f)) != json_string_length(f) ||
+	    !partition_ref_ok(json_string_value(f)))
+		return refuse(400, ret_status, reterr_msg, -EINVAL, "missing or invalid 'Partition': give a label or UUID");
+	*ret = strdup(json_string_value(f));
+	return *ret ? 0 : -ENOMEM;
 }
 
 static int parse_token(json_t *j, char **ret, unsigned *ret_status, char **reterr_msg)
@@ -97,16 +140,6 @@ static int parse_snapshot(json_t *j, bool optional, char **ret, unsigned *ret_st
 			      "missing or invalid 'Snapshot': use 2 to 128 characters from [A-Za-z0-9_.-], starting with a letter or digit");
 	*ret = strdup(json_string_value(f));
 	return *ret ? 0 : -ENOMEM;
-}
-
-/* A label or UUID as the CLI passes it: printable, no separators, as a partition= option. */
-static bool partition_ref_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n == 0 || n > PARTITION_REF_MAX || !string_is_printable_ascii(s))
-		return false;
-	return !strpbrk(s, " /,=");
 }
 
 static int parse_changes(json_t *c, unsigned *ret_status, char **reterr_msg)
@@ -214,6 +247,17 @@ int admin_request_parse(const char *method, const char *path, const char *body, 
 		break;
 	case ADMIN_VOLUME_EXPORT_CLOSE:
 		r = parse_token(j, &req.token, ret_status, reterr_msg);
+		break;
+	case ADMIN_VOLUME_IMPORT_OPEN:
+		r = parse_options(j, &req.options, ret_status, reterr_msg);
+		break;
+	case ADMIN_VOLUME_IMPORT_COMMIT:
+	case ADMIN_VOLUME_IMPORT_ABORT:
+		r = parse_token(j, &req.token, ret_status, reterr_msg);
+		if (r == 0)
+			r = parse_partition(j, &req.partition, ret_status, reterr_msg);
+		if (r == 0 && req.endpoint == ADMIN_VOLUME_IMPORT_COMMIT)
+			r = parse_options(j, &req.options, ret_status, reterr_msg);
 		break;
 	case ADMIN_PARTITION_ADOPT:
 		f = json_object_get(j, "Partition");
@@ -412,6 +456,15 @@ static void dispatch(Admin *a, const AdminRequest *req, json_t **ret, char **ret
 		break;
 	case ADMIN_VOLUME_EXPORT_CLOSE:
 		r = manager_export_close(a->manager, req->name, req->token, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_IMPORT_OPEN:
+		r = manager_import_open(a->manager, req->name, req->options, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_IMPORT_COMMIT:
+		r = manager_import_commit(a->manager, req->name, req->token, req->partition, req->options, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_IMPORT_ABORT:
+		r = manager_import_abort(a->manager, req->name, req->token, req->partition, ret, reterr_msg);
 		break;
 	default:
 		r = -EINVAL;

@@ -22,6 +22,9 @@
  *   /Admin.VolumeExportOpen {"Name","Snapshot"?}               a snapshot (a temporary one if not given)
  *                                                              bound read-only for the command to read
  *   /Admin.VolumeExportClose {"Name","Token"}
+ *   /Admin.VolumeImportOpen {"Name","Options"?}                a directory bound read-write for the command
+ *   /Admin.VolumeImportCommit {"Name","Token","Partition","Options"?}  the volume, made from it
+ *   /Admin.VolumeImportAbort {"Name","Token","Partition"}
  */
 #pragma once
 
@@ -50,6 +53,9 @@ typedef enum AdminEndpoint {
 	ADMIN_VOLUME_ROLLBACK,
 	ADMIN_VOLUME_EXPORT_OPEN,
 	ADMIN_VOLUME_EXPORT_CLOSE,
+	ADMIN_VOLUME_IMPORT_OPEN,
+	ADMIN_VOLUME_IMPORT_COMMIT,
+	ADMIN_VOLUME_IMPORT_ABORT,
 	_ADMIN_ENDPOINT_MAX,
 	_ADMIN_ENDPOINT_INVALID = -EINVAL,
 } AdminEndpoint;
@@ -66,6 +72,7 @@ typedef struct AdminRequest {
 	json_t *changes; /* object of strings (resize, set) */
 	json_t *expect;  /* object of mount ID: count (release) */
 	json_t *entries; /* array of {"Name","Record"} (import) */
+	json_t *options; /* object of strings (volume import), NULL if not given */
 } AdminRequest;
 
 void admin_request_done(AdminRequest *req);

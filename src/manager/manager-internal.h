@@ -110,6 +110,7 @@ typedef struct ClonePrep {
 	Partition *part;    /* SOURCE's partition: the clone's */
 	VolumeOptions opts; /* the new volume's: size and inodes inherited from SOURCE unless given */
 	bool copy;          /* the partition cannot share blocks and clone_copy=true: copy the data */
+	int from_fd;        /* >= 0: an import's directory to fill the volume from (source is NULL) */
 } ClonePrep;
 /* Checks a clone before anything is written: SOURCE, its partition, reflink, whether the clone fits. */
 int manager_clone_prepare(Manager *m, const VolumeOptions *opts, const CloneRequest *req, ClonePrep *prep,
@@ -127,6 +128,11 @@ int manager_clone_check_existing(Volume *existing, const CloneRequest *req, Volu
 bool manager_volume_known_in_use(Volume *v, PartitionFs *fs, bool mounted, char *why, size_t len);
 /* "cloned_from", "cloned_at" and "clone" in Status. */
 void manager_clone_add_status(Volume *v, json_t *status);
+
+/* manager.c: the partition for a new volume with @o (its partition=, or placement); NULL and an Err if none. */
+Partition *manager_choose_partition(Manager *m, const VolumeOptions *o, char **reterr_msg);
+/* manager.c: Create of @name on the partition @opts names, filled from the directory @from_fd (an import). */
+int manager_create_filled(Manager *m, const char *name, const VolumeOptions *opts, int from_fd, char **reterr_msg);
 
 /* manager-snapshot.c: loads @v's snapshots from @fs; with @recover (start-up) settles what a crash interrupted. */
 void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover);

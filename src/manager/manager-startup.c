@@ -222,6 +222,22 @@ static void roll_back_dir(Manager *m, PartitionFs *fs, const char *uuid, const c
 	}
 }
 
+typedef struct TrashImport {
+	Manager *m;
+	PartitionFs *fs;
+	const char *uuid;
+} TrashImport;
+
+static int trash_import(const char *name, void *userdata)
+{
+	TrashImport *t = userdata;
+	char entry[TRASH_ENTRY_MAX];
+
+	if (trash_move_in(t->fs, t->fs->imports_fd, name, entry) == 0)
+		log_info("partition UUID %s: deleting nvmevol/imports/%s, an import that was never committed", t->uuid, name);
+	return 0;
+}
+
 /*
  * After every record is loaded: directories without a record, the trash,
  * self-test scratch. Only what this host's index proves was never committed
@@ -267,6 +283,9 @@ static void recover_partition(Manager *m, Partition *part, PartitionFs *fs, cons
 	}
 	if (d)
 		closedir(d);
+	/* Imports are never committed where they are written: whatever is there was abandoned. */
+	if (fs->imports_fd >= 0)
+		(void)dir_foreach_name(fs->imports_fd, trash_import, &(TrashImport){ m, fs, info->uuid });
 	(void)trash_enqueue_all(m->trash, fs, info->uuid);
 	manager_selftest_clean_scratch(fs, info->uuid);
 }

@@ -94,7 +94,7 @@ size_t manager_count(Manager *m)
 
 /* ---- create ---- */
 
-static Partition *choose_partition(Manager *m, const VolumeOptions *o, char **reterr_msg)
+Partition *manager_choose_partition(Manager *m, const VolumeOptions *o, char **reterr_msg)
 {
 	_cleanup_free_ char *avail = NULL;
 	Partition *part, *known;
@@ -321,10 +321,10 @@ rollback:
 }
 
 static int create_locked(Manager *m, const char *name, const VolumeOptions *opts, const CloneRequest *clone,
-			 char **reterr_msg)
+			 int from_fd, char **reterr_msg)
 {
 	_cleanup_(volume_unrefp) Volume *existing = NULL, *v = NULL;
-	_cleanup_(manager_clone_prep_done) ClonePrep prep = { 0 };
+	_cleanup_(manager_clone_prep_done) ClonePrep prep = { .from_fd = -EBADF };
 	char pname[PARTITION_NAME_MAX];
 	PartitionFs *fs = NULL;
 	PartitionInfo info;
@@ -337,6 +337,8 @@ static int create_locked(Manager *m, const char *name, const VolumeOptions *opts
 		(void)manager_rescan(m, UINT_MAX, RESCAN_WAIT_MS);
 		existing = registry_lookup(m->reg, name);
 	}
+	if (existing && from_fd >= 0)
+		return errmsg_set(reterr_msg, -EEXIST, "volume %s exists: an import makes a new volume", name);
 	if (existing)
 		return create_existing(existing, opts, clone, reterr_msg);
 	/* Only a new volume is refused on the wrong node: one that exists here has its data here. */
@@ -364,13 +366,22 @@ static int create_locked(Manager *m, const char *name, const VolumeOptions *opts
 		opts = &prep.opts;
 		part = prep.part;
 	} else {
-		part = choose_partition(m, opts, reterr_msg);
+		part = manager_choose_partition(m, opts, reterr_msg);
 		if (!part)
 			return -ENODEV;
-		/* A rescan in choose_partition() may have loaded a partition that has this name. */
+		/* A rescan in manager_choose_partition() may have loaded a partition that has this name. */
 		existing = registry_lookup(m->reg, name);
+		if (existing && from_fd >= 0)
+			return errmsg_set(reterr_msg, -EEXIST, "volume %s exists: an import makes a new volume", name);
 		if (existing)
 			return create_existing(existing, opts, clone, reterr_msg);
+		if (from_fd >= 0) {
+			PartitionDevice dev;
+
+			prep = (ClonePrep){ .part = part, .opts = *opts, .from_fd = from_fd };
+			partition_device_snapshot(m->pool, part, &dev);
+			prep.copy = dev.has_xfs && !dev.xfs.reflink;
+		}
 	}
 
 	fs = partition_fs_get(m->pool, part);
@@ -394,7 +405,7 @@ static int create_locked(Manager *m, const char *name, const VolumeOptions *opts
 	snprintf(v->partition_label, sizeof(v->partition_label), "%s", info.label);
 	v->created_at = (int64_t)time(NULL);
 
-	r = commit_volume(m, v, fs, pname, clone ? &prep : NULL, reterr_msg);
+	r = commit_volume(m, v, fs, pname, clone || from_fd >= 0 ? &prep : NULL, reterr_msg);
 	if (r == 0)
 		log_info("volume %s: created on partition %s (UUID %s)%s%s", name, pname, info.uuid,
 			 clone ? " as a clone of " : "", clone ? clone->from : "");
@@ -411,7 +422,19 @@ int manager_create(Manager *m, const char *name, const VolumeOptions *opts, cons
 	if (!volume_name_is_valid(name))
 		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
 	pthread_mutex_lock(&m->create_lock);
-	r = create_locked(m, name, opts, clone, reterr_msg);
+	r = create_locked(m, name, opts, clone, -EBADF, reterr_msg);
+	pthread_mutex_unlock(&m->create_lock);
+	return r;
+}
+
+int manager_create_filled(Manager *m, const char *name, const VolumeOptions *opts, int from_fd, char **reterr_msg)
+{
+	int r;
+
+	if (!volume_name_is_valid(name))
+		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
+	pthread_mutex_lock(&m->create_lock);
+	r = create_locked(m, name, opts, NULL, from_fd, reterr_msg);
 	pthread_mutex_unlock(&m->create_lock);
 	return r;
 }

@@ -106,6 +106,18 @@ int manager_rollback(Manager *m, const char *name, const char *snap, json_t **re
  */
 int manager_export_open(Manager *m, const char *name, const char *snap, json_t **ret_result, char **reterr_msg);
 int manager_export_close(Manager *m, const char *name, const char *token, json_t **ret_result, char **reterr_msg);
+/*
+ * Import (manager-import.c): open makes nvmevol/imports/TOKEN on the partition
+ * the volume goes to and binds it at <PropagatedMount>/.import-TOKEN for the
+ * command to write ({"token","partition","mount","propagated_mount",
+ * "max_bytes","allow_devices"}); commit creates the volume from it (Create's
+ * commit order); abort discards it.
+ */
+int manager_import_open(Manager *m, const char *name, const json_t *options, json_t **ret_result, char **reterr_msg);
+int manager_import_commit(Manager *m, const char *name, const char *token, const char *uuid, const json_t *options,
+			  json_t **ret_result, char **reterr_msg);
+int manager_import_abort(Manager *m, const char *name, const char *token, const char *uuid, json_t **ret_result,
+			 char **reterr_msg);
 
 /*
  * Imports one index entry from the state directory of an older install:

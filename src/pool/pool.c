@@ -72,19 +72,20 @@ static PartitionFs *partition_fs_new(void)
 	if (!fs)
 		return NULL;
 	fs->root_fd = fs->tree_fd = fs->volumes_fd = fs->meta_fd = -EBADF;
-	fs->trash_fd = fs->scratch_fd = fs->quarantine_fd = fs->snapshots_fd = -EBADF;
+	fs->trash_fd = fs->scratch_fd = fs->quarantine_fd = fs->snapshots_fd = fs->imports_fd = -EBADF;
 	fs->refs = 1;
 	return fs;
 }
 
 void partition_fs_put(PartitionFs *fs)
 {
-	int *fds[8];
+	int *fds[9];
 
 	if (!fs || __atomic_sub_fetch(&fs->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
 	fds[0] = &fs->root_fd, fds[1] = &fs->tree_fd, fds[2] = &fs->volumes_fd, fds[3] = &fs->meta_fd;
 	fds[4] = &fs->trash_fd, fds[5] = &fs->scratch_fd, fds[6] = &fs->quarantine_fd, fds[7] = &fs->snapshots_fd;
+	fds[8] = &fs->imports_fd;
 	for (size_t i = 0; i < ELEMENTSOF(fds); i++)
 		if (*fds[i] >= 0)
 			(void)close(*fds[i]);
@@ -523,6 +524,7 @@ static int lay_out(const char *mountpoint, PartitionFs *fs, char **ret_why)
 		{ "volumes", 0711, &fs->volumes_fd },  { "meta", 0700, &fs->meta_fd },
 		{ "trash", 0700, &fs->trash_fd },      { "selftest", 0700, &fs->scratch_fd },
 		{ "quarantine", 0700, &fs->quarantine_fd }, { "snapshots", 0700, &fs->snapshots_fd },
+		{ "imports", 0700, &fs->imports_fd },
 	};
 	bool create = !fs->read_only, created = false;
 	struct stat st;

@@ -3,7 +3,7 @@
  * The partition pool: XFS filesystems found by probe, mounted by nvmevol
  * (noatime,nodiratime,nosuid,nodev, private) under the partition root,
  * verified against mountinfo, and laid out as
- * <fs>/nvmevol/{volumes,meta,trash,selftest,quarantine,snapshots}.
+ * <fs>/nvmevol/{volumes,meta,trash,selftest,quarantine,snapshots,imports}.
  *
  * Trust rule: partitions found by the first scan (at start) join the pool.
  * One that appears later joins too if this run already knew its UUID (it
@@ -66,6 +66,7 @@ typedef struct PartitionFs {
 	int scratch_fd;    /* nvmevol/selftest: self-test scratch area */
 	int quarantine_fd; /* nvmevol/quarantine: orphans kept for the admin */
 	int snapshots_fd;  /* nvmevol/snapshots: the volumes' snapshots (snapstore.h) */
+	int imports_fd;    /* nvmevol/imports: imports being written (never committed: start-up deletes them) */
 	dev_t dev;
 	bool read_only;    /* mounted ro: not adopted yet */
 	bool quota;        /* project quota enforced on this filesystem */

@@ -70,7 +70,7 @@ static void parse_one(const char *path, const char *body, size_t len)
 		check(r < 0, "failure is a negative errno");
 		check(status >= 400 && status <= 499, "refusal has a 4xx status");
 		check(err && *err, "refusal has a message");
-		check(!req.name && !req.partition && !req.changes && !req.expect && !req.entries && !req.snapshot && !req.token,
+		check(!req.name && !req.partition && !req.changes && !req.expect && !req.entries && !req.snapshot && !req.token && !req.options,
 		      "refusal leaves the request empty");
 	}
 	free(err);
