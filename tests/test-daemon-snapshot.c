@@ -848,7 +848,9 @@ Test(daemon_snapshot, a_hostile_or_broken_stream_gets_a_clear_err_and_leaves_not
 	snprintf(dir, sizeof(dir), "%s/hostile", tb.dir);
 	cr_assert_eq(mkdir(dir, 0700), 0);
 	snprintf(outside, sizeof(outside), "%s/outside-the-volume", tb.dir);
-	cr_assert_eq(RUN("python3", "tests/tools/hostile-tars.py", dir, outside), 0);
+	snprintf(path, sizeof(path), "%s/tests/tools/hostile-tars.py",
+		 getenv("NVMEVOL_SOURCE_ROOT") ? getenv("NVMEVOL_SOURCE_ROOT") : ".");
+	cr_assert_eq(RUN("python3", path, dir, outside), 0, "%s could not write the archives", path);
 	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, cases[i].file);
 		cr_assert_eq(import_from(path, "evil", NULL), 1, "%s was imported: %s", cases[i].file, out);
