@@ -209,17 +209,16 @@ static int pax_record(TarPax *p, const char *key, size_t klen, const char *v, si
 	if (KEY("gid"))
 		return p->has_gid = true, pax_u64(v, vlen, &p->gid);
 	if (KEY("size"))
-		return p->has_size = true, pax_u64(v, vlen, &p->size);
+		/* Bounded as base-256 headers are: block arithmetic on it never wraps. */
+		return p->has_size = true, pax_u64(v, vlen, &p->size) < 0 || p->size > (1ull << 62) ? -EBADMSG : 0;
 	if (KEY("GNU.sparse.major"))
 		return vlen == 1 && v[0] == '1' ? (p->sparse = true, 0) : -EOPNOTSUPP;
 	if (KEY("GNU.sparse.minor"))
 		return vlen == 1 && v[0] == '0' ? 0 : -EOPNOTSUPP;
 	if (KEY("GNU.sparse.name"))
 		return dup_value(v, vlen, &p->sparse_name);
-	if (KEY("GNU.sparse.realsize"))
-		return p->has_realsize = true, pax_u64(v, vlen, &p->realsize);
-	if (KEY("GNU.sparse.size"))
-		return p->has_realsize = true, pax_u64(v, vlen, &p->realsize);
+	if (KEY("GNU.sparse.realsize") || KEY("GNU.sparse.size"))
+		return p->has_realsize = true, pax_u64(v, vlen, &p->realsize) < 0 || p->realsize > (1ull << 62) ? -EBADMSG : 0;
 	if (klen > 13 && memcmp(key, "SCHILY.xattr.", 13) == 0) {
 		TarXattr x = { 0 };
 		size_t cap = p->n_xattrs;
@@ -447,6 +446,8 @@ static int apply_meta(Reader *r, int dirfd, const char *leaf, int fd, const TarH
 	char proc[64];
 	int e = 0;
 
+	if ((x->has_uid ? x->uid : h->uid) >= UINT32_MAX || (x->has_gid ? x->gid : h->gid) >= UINT32_MAX)
+		return errmsg_set(&r->why, -EINVAL, "%s has an owner or group beyond what Linux can store", path);
 	if (fd >= 0 ? fchown(fd, uid, gid) : fchownat(dirfd, leaf, uid, gid, AT_SYMLINK_NOFOLLOW))
 		return errmsg_set(&r->why, negative_errno(), "cannot set the owner of %s: %s", path, errno_str(errno));
 	if (!link && (fd >= 0 ? fchmod(fd, h->mode) : fchmodat(dirfd, leaf, h->mode, 0)))
