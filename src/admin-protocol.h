@@ -19,3 +19,14 @@
 #define ADMIN_PATH_VOLUME_RELEASE "/Admin.VolumeRelease"
 #define ADMIN_PATH_PARTITION_ADOPT "/Admin.PartitionAdopt"
 #define ADMIN_PATH_STATE_IMPORT "/Admin.StateImport"
+#define ADMIN_PATH_VOLUME_SNAPSHOT "/Admin.VolumeSnapshot"
+#define ADMIN_PATH_VOLUME_SNAPSHOTS "/Admin.VolumeSnapshots"
+#define ADMIN_PATH_VOLUME_SNAPSHOT_REMOVE "/Admin.VolumeSnapshotRemove"
+#define ADMIN_PATH_VOLUME_ROLLBACK "/Admin.VolumeRollback"
+#define ADMIN_PATH_VOLUME_EXPORT_OPEN "/Admin.VolumeExportOpen"
+#define ADMIN_PATH_VOLUME_EXPORT_CLOSE "/Admin.VolumeExportClose"
+#define ADMIN_PATH_VOLUME_IMPORT_OPEN "/Admin.VolumeImportOpen"
+#define ADMIN_PATH_VOLUME_IMPORT_COMMIT "/Admin.VolumeImportCommit"
+#define ADMIN_PATH_VOLUME_IMPORT_ABORT "/Admin.VolumeImportAbort"
+/* An export's token: 16 lowercase hex digits. */
+#define ADMIN_EXPORT_TOKEN_LEN 16

@@ -97,7 +97,7 @@ stage_deps() {
 		xfsprogs util-linux fdisk acl attr fio strace valgrind python3 curl jq \
 		qemu-system-x86 cpio kmod busybox-static \
 		docker.io docker-registry docker-compose debootstrap iproute2 \
-		prometheus prometheus-node-exporter python3-prometheus-client python3-yaml gnuplot-nox scdoc man-db >/dev/null || return 1
+		prometheus prometheus-node-exporter python3-prometheus-client python3-yaml gnuplot-nox scdoc man-db libarchive-tools >/dev/null || return 1
 }
 
 # meson_suite DIR STAGE [meson test args]: runs the suite and prints "P passed, F failed, S skipped"

@@ -280,3 +280,42 @@ Test(clone_quota, a_resize_during_a_clone_gets_another_id_and_keeps_its_limit_af
 		     "the failed clone's rollback cleared the resized volume's limit");
 	cr_expect_neq(tb_call(&tb, "Get", &rep, "{\"Name\":\"twin\"}"), 0, "the failed clone exists");
 }
+
+/* `nvmevol ARGS...` against the testbed: the exit status; stderr in @err. */
+static int admin(const char *const *args, char *err, size_t len)
+{
+	static char out[65536];
+
+	return testbed_admin(&tb, args, out, sizeof(out), err, len);
+}
+
+Test(clone_quota, a_snapshot_is_never_charged_to_its_volume_and_a_rollback_is)
+{
+	long long used, n;
+	char p[800], err[4096];
+	int e;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"sv\",\"Opts\":{\"size\":\"32M\"}}"), 0, "%s",
+		     client_err(&rep));
+	fill("sv", 20 << 20, 0);
+	used = quota_field("sv", "used_bytes");
+	cr_assert_eq(admin((const char *const[]){ "volume", "snapshot", "sv", "s1", NULL }, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_assert_leq(quota_field("sv", "used_bytes"), used + (1 << 20), "the snapshot was charged to the volume");
+
+	/* All 20 MiB written anew: charged, the snapshot would leave 12 MiB; it is not, so it fits. */
+	vol_path("sv", "data", p, sizeof(p));
+	n = testbed_write_bytes(p, 20 << 20, false, &e);
+	cr_assert_eq(n, 20 << 20, "a write the limit allows failed after a snapshot: %s", strerror(e));
+	cr_assert_leq(quota_field("sv", "used_bytes"), 21 << 20);
+
+	/* A rollback charges the restored files to the volume again, and the limit holds. */
+	cr_assert_eq(admin((const char *const[]){ "volume", "rollback", "sv", "s1", NULL }, err, sizeof(err)), 0, "%s",
+		     err);
+	cr_assert_geq(quota_field("sv", "used_bytes"), 20 << 20, "the rolled-back files are not charged to the volume");
+	cr_assert_leq(quota_field("sv", "used_bytes"), 21 << 20, "the previous state is still charged");
+	vol_path("sv", "more", p, sizeof(p));
+	n = testbed_write_bytes(p, 16 << 20, false, &e);
+	cr_assert(e == EDQUOT || e == ENOSPC, "writing past the limit after a rollback gave '%s'", strerror(e));
+	cr_assert_leq(n, 12 << 20);
+}

@@ -125,6 +125,64 @@ static const CliCommand commands[] = {
 	  "Run it as root on the Docker host.\n"
 	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
 	  CLI_OPTS_TARGET, 1, 1, cmd_volume_release, true },
+	{ "volume snapshot", "NAME [SNAPSHOT]",
+	  "Takes a snapshot of a volume: a copy that shares its blocks (XFS reflink), as\n"
+	  "of one instant across all its files even while containers write (the\n"
+	  "partition is frozen briefly, as for a clone: NVMEVOL_CLONE_FREEZE_BUDGET_MS).\n"
+	  "SNAPSHOT is named like a volume; without it, by the time (20261201T174500Z).\n"
+	  "Kept on the volume's partition outside its volumes (Docker never sees it, no\n"
+	  "container gets it, nvmevol never writes to it after it is taken), in XFS's\n"
+	  "default project: never charged to the volume's size= or\n"
+	  "inodes=, so it never makes the volume's writes fail; it costs the partition\n"
+	  "the blocks the volume rewrites after it. At most 64 per volume.\n"
+	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET, 1, 2, cmd_volume_snapshot, true },
+	{ "volume snapshots", "NAME",
+	  "Lists a volume's snapshots with what each costs now: the bytes of its data\n"
+	  "that the volume no longer shares (FIEMAP physical extents compared; measured\n"
+	  "for at most 2 s in all, else a lower bound, 'at least').\n"
+	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET, 1, 1, cmd_volume_snapshots, true },
+	{ "volume snapshot-rm", "NAME SNAPSHOT",
+	  "Removes a snapshot of a volume (its blocks are freed in the background).\n"
+	  "A volume with snapshots cannot be removed (docker volume rm says which):\n"
+	  "remove its snapshots first.\n"
+	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET, 2, 2, cmd_volume_snapshot_rm, true },
+	{ "volume rollback", "NAME SNAPSHOT",
+	  "Puts a volume back to a snapshot, as one atomic swap (RENAME_EXCHANGE), and\n"
+	  "deletes the state it had (take a snapshot first to keep it). Only while the\n"
+	  "volume is not in use: refused while the plugin counts it mounted or a mount\n"
+	  "namespace it can see has it mounted. The snapshot is kept.\n"
+	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET, 2, 2, cmd_volume_rollback, true },
+	{ "volume export", "NAME [--snapshot SNAPSHOT] > FILE",
+	  "Writes a volume as a POSIX pax archive to standard output, for GNU tar or\n"
+	  "bsdtar to restore (tar -xpf FILE --xattrs --xattrs-include='*' --acls):\n"
+	  "owners, modes, nanosecond times, extended attributes (file capabilities\n"
+	  "included), POSIX ACLs, hard links, symlinks, FIFOs, device nodes, and holes\n"
+	  "kept as holes (GNU sparse 1.0). Sockets are left out (counted). Without\n"
+	  "--snapshot a temporary snapshot is taken first (the volume's files as of one\n"
+	  "instant, even while containers write) and removed at the end. The plugin\n"
+	  "binds the snapshot read-only under its propagated mount; this command reads\n"
+	  "it there (run it as root on the Docker host). What was written is said on\n"
+	  "standard error (--json: as JSON).\n"
+	  "\nOptions:\n"
+	  "  --snapshot SNAP  export that snapshot of the volume\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET | CLI_OPT_SNAPSHOT, 1, 1, cmd_volume_export, true },
+	{ "volume import", "NAME [-o KEY=VALUE]... < FILE",
+	  "Creates volume NAME from a tar stream on standard input (what volume export,\n"
+	  "GNU tar or bsdtar write: ustar, pax, GNU long names, GNU sparse 1.0), with the\n"
+	  "options of docker volume create (-o size=20G -o uid=999 ...). The volume\n"
+	  "exists only once the whole stream is in: a stream that is damaged, cut\n"
+	  "short, or names anything outside the volume (an absolute name, '..', a\n"
+	  "path through a symlink, a hard link out) leaves nothing behind. Device\n"
+	  "nodes only with -o dev=true; trusted.* attributes are left out. The\n"
+	  "plugin binds the new volume's directory under its propagated mount while\n"
+	  "it is written; run the command as root on the Docker host.\n"
+	  "\nOptions:\n"
+	  "  -o KEY=VALUE     an option of the new volume (as docker volume create -o)\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET | CLI_OPT_O, 1, 1, cmd_volume_import, true },
 	{ "partition adopt", "UUID|LABEL",
 	  "Lets a partition that appeared after the plugin started (served read-only,\n"
 	  "no new volumes) receive new volumes: nvmevol mounts it read-write. Refused\n"
@@ -213,6 +271,7 @@ static const CliOptionDef option_defs[] = {
 	{ "require-nvme", CLI_OPT_REQUIRE_NVME, offsetof(CliArgs, require_nvme) },
 	{ "health", CLI_OPT_HEALTH, offsetof(CliArgs, health) },
 	{ "history", CLI_OPT_HISTORY, 0 },
+	{ "snapshot", CLI_OPT_SNAPSHOT, offsetof(CliArgs, snapshot) },
 };
 
 /* One pass over every option of every command; the words that are not options end up in a->args. */
@@ -230,7 +289,7 @@ static int parse(int argc, char **argv, CliArgs *a)
 	/* 0 makes glibc start over (and permute: options may follow the arguments). */
 	optind = 0;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "hV", options, &idx)) >= 0) {
+	while ((c = getopt_long(argc, argv, "hVo:", options, &idx)) >= 0) {
 		if (c == 0x100) {
 			a->given |= option_defs[idx].bit;
 			if (option_defs[idx].value)
@@ -239,6 +298,12 @@ static int parse(int argc, char **argv, CliArgs *a)
 			a->help = true;
 		else if (c == 'V')
 			a->version = true;
+		else if (c == 'o') {
+			if (a->n_o >= (int)ELEMENTSOF(a->o))
+				return cli_usage_error(NULL, "more than %zu -o options", ELEMENTSOF(a->o));
+			a->given |= CLI_OPT_O;
+			a->o[a->n_o++] = optarg;
+		}
 		else if (optopt > 0 && optopt < 0x100)
 			return cli_usage_error(NULL, "unknown or incomplete option '-%c'", optopt);
 		else
@@ -318,6 +383,8 @@ int cli_main(int argc, char **argv)
 	for (size_t i = 0; i < ELEMENTSOF(option_defs); i++)
 		if ((a.given & option_defs[i].bit) && !(c->options & option_defs[i].bit))
 			return cli_usage_error(&a, "--%s is not an option of this command", option_defs[i].name);
+	if ((a.given & CLI_OPT_O) && !(c->options & CLI_OPT_O))
+		return cli_usage_error(&a, "-o is not an option of this command");
 	if ((a.given & CLI_OPT_PLUGIN) && (a.given & CLI_OPT_SOCKET))
 		return cli_usage_error(&a, "--plugin and --socket are exclusive");
 	n = a.n_args - words;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -14,6 +15,8 @@
 #include "admin-protocol.h"
 #include "cli/cmd-admin.h"
 #include "cli/docker-client.h"
+#include "cli/tar-read.h"
+#include "cli/tar-write.h"
 #include "pool/mount-users.h"
 #include "volume/volume-options.h"
 #include "volume/volume.h"
@@ -217,7 +220,7 @@ static void print_silent_devices(const json_t *silent)
 static void print_volumes(const json_t *vols)
 {
 	static const char *const head[] = { "VOLUME", "STATE", "PARTITION", "LIMIT", "USED", "INODES", "MOUNTS",
-					    "SELFTEST", "CLONE OF", NULL };
+					    "SELFTEST", "CLONE OF", "SNAPSHOTS", NULL };
 	Table *t = table_new(head);
 	size_t i;
 	json_t *v;
@@ -225,7 +228,7 @@ static void print_volumes(const json_t *vols)
 	json_array_foreach(vols, i, v) {
 		const json_t *s = json_object_get(v, "Status"), *q = json_object_get(s, "quota"),
 			     *st = json_object_get(s, "selftest"), *part = json_object_get(s, "partition");
-		char limit[32], used[32], inodes[48], mounts[16];
+		char limit[32], used[32], inodes[48], mounts[16], snaps[16] = "";
 
 		limit[0] = used[0] = inodes[0] = '\0';
 		if (q) {
@@ -240,9 +243,11 @@ static void print_volumes(const json_t *vols)
 					 (long long)num(q, "limit_inodes"));
 		}
 		snprintf(mounts, sizeof(mounts), "%lld", (long long)num(s, "mount_count"));
+		if (json_array_size(json_object_get(s, "snapshots")) > 0)
+			snprintf(snaps, sizeof(snaps), "%zu", json_array_size(json_object_get(s, "snapshots")));
 		const char *row[] = { str(v, "Name"), str(s, "state"), str(part, "label") && *str(part, "label") ? str(part, "label") : str(part, "uuid"),
 				      limit[0] ? limit : "none", used[0] ? used : NULL, inodes[0] ? inodes : NULL, mounts,
-				      st ? str(st, "verdict") : NULL, str(s, "cloned_from") };
+				      st ? str(st, "verdict") : NULL, str(s, "cloned_from"), snaps[0] ? snaps : NULL };
 		if (t)
 			(void)table_add_row(t, row);
 	}
@@ -352,6 +357,50 @@ static int show(const CliArgs *a, const AdminTarget *t, const char *name, json_t
 	return call(a, t, ADMIN_PATH_VOLUME_SHOW, req, ret);
 }
 
+/* Replaces Status.snapshots of @status by the list with each one's cost measured now. */
+static int fresh_snapshots(const CliArgs *a, const AdminTarget *t, const char *name, json_t *status)
+{
+	_cleanup_(json_decrefp) json_t *req = json_pack("{s:s}", "Name", name), *j = NULL;
+	int r;
+
+	if (!req)
+		return cli_fail(a, "out of memory");
+	if ((r = call(a, t, ADMIN_PATH_VOLUME_SNAPSHOTS, req, &j)) != 0)
+		return r;
+	json_object_set(status, "snapshots", json_object_get(j, "snapshots"));
+	return 0;
+}
+
+/* "what it costs": the bytes the volume no longer shares with it. */
+static void cost_text(const json_t *s, char *buf, size_t len)
+{
+	char b[32];
+
+	if (!json_object_get(s, "cost_bytes")) {
+		snprintf(buf, len, "not measured");
+		return;
+	}
+	human_bytes((uint64_t)num(s, "cost_bytes"), b, sizeof(b));
+	snprintf(buf, len, "%s%s", json_is_true(json_object_get(s, "cost_complete")) ? "" : "at least ", b);
+}
+
+/* One line per snapshot, the first after @head, the others indented as far. */
+static void print_snapshots(const json_t *snaps, const char *head)
+{
+	size_t i;
+	json_t *s;
+
+	json_array_foreach(snaps, i, s) {
+		char cost[48], size[32];
+
+		cost_text(s, cost, sizeof(cost));
+		human_bytes((uint64_t)num(s, "bytes"), size, sizeof(size));
+		printf("%s%s, as of %s (%lld entries, %s; costs %s)%s%s\n", i ? "            " : head, str(s, "name"),
+		       str(s, "created_at") ? str(s, "created_at") : "?", (long long)num(s, "entries"), size, cost,
+		       str(s, "problem") ? ": " : "", str(s, "problem") ? str(s, "problem") : "");
+	}
+}
+
 int cmd_volume_show(const CliArgs *a, char **args, int n)
 {
 	_cleanup_(admin_target_done) AdminTarget t = { 0 };
@@ -364,9 +413,11 @@ int cmd_volume_show(const CliArgs *a, char **args, int n)
 
 	if ((r = find(a, &t)) != 0 || (r = show(a, &t, args[0], &j)) != 0)
 		return r;
+	s = json_object_get(j, "Status");
+	if (json_array_size(json_object_get(s, "snapshots")) > 0 && (r = fresh_snapshots(a, &t, args[0], s)) != 0)
+		return r;
 	if (a->given & CLI_OPT_JSON)
 		return print_json(j);
-	s = json_object_get(j, "Status");
 	p = json_object_get(s, "partition");
 	q = json_object_get(s, "quota");
 	st = json_object_get(s, "selftest");
@@ -416,6 +467,7 @@ int cmd_volume_show(const CliArgs *a, char **args, int n)
 	if (str(j, "Mountpoint"))
 		printf("Mountpoint: %s (in the plugin), options %s\n", str(j, "Mountpoint"),
 		       str(s, "mount_options") ? str(s, "mount_options") : "?");
+	print_snapshots(json_object_get(s, "snapshots"), "Snapshots:  ");
 	if (st)
 		printf("Self-test:  %s (policy %s)%s%s\n", str(st, "verdict") ? str(st, "verdict") : "?",
 		       str(st, "policy") ? str(st, "policy") : "?", str(st, "message") ? ": " : "",
@@ -627,6 +679,286 @@ int cmd_volume_release(const CliArgs *a, char **args, int n)
 		}
 	}
 	printf(")%s\n", json_is_true(json_object_get(j, "unmounted")) ? "; its bind was unmounted" : "");
+	return CLI_EXIT_OK;
+}
+
+/* ---- volume snapshot, snapshots, snapshot-rm, rollback ---- */
+
+/* {"Name": @name, "Snapshot": @snap (left out if NULL)} to @endpoint. */
+static int snapshot_call(const CliArgs *a, const char *endpoint, const char *name, const char *snap, json_t **ret)
+{
+	_cleanup_(admin_target_done) AdminTarget t = { 0 };
+	_cleanup_(json_decrefp) json_t *req = json_pack("{s:s,s:s*}", "Name", name, "Snapshot", snap);
+
+	if (!req)
+		return cli_fail(a, "out of memory");
+	return ask(a, &t, endpoint, req, ret);
+}
+
+static int check_snapshot_name(const CliArgs *a, const char *snap)
+{
+	if (!volume_name_is_valid(snap))
+		return cli_usage_error(a, "invalid snapshot name '%s': 2 to 128 characters from [A-Za-z0-9_.-], starting "
+				       "with a letter or digit", snap);
+	return 0;
+}
+
+int cmd_volume_snapshot(const CliArgs *a, char **args, int n)
+{
+	_cleanup_(json_decrefp) json_t *j = NULL;
+	const json_t *s;
+	int r;
+
+	if (n == 2 && (r = check_snapshot_name(a, args[1])) != 0)
+		return r;
+	if ((r = snapshot_call(a, ADMIN_PATH_VOLUME_SNAPSHOT, args[0], n == 2 ? args[1] : NULL, &j)) != 0)
+		return r;
+	if (a->given & CLI_OPT_JSON)
+		return print_json(j);
+	s = json_object_get(j, "snapshot");
+	printf("volume %s: snapshot %s taken, as of %s (%lld entries%s, partition frozen %lld ms)\n", args[0],
+	       str(s, "name"), str(s, "created_at") ? str(s, "created_at") : "?", (long long)num(s, "entries"),
+	       json_is_true(json_object_get(s, "volume_in_use")) ? ", the volume in use" : "",
+	       (long long)num(s, "frozen_ms"));
+	return CLI_EXIT_OK;
+}
+
+int cmd_volume_snapshots(const CliArgs *a, char **args, int n)
+{
+	static const char *const head[] = { "SNAPSHOT", "CREATED", "ENTRIES", "SIZE", "COST", "PROBLEM", NULL };
+	_cleanup_(json_decrefp) json_t *j = NULL;
+	Table *t;
+	size_t i;
+	json_t *s;
+	int r;
+
+	if ((r = snapshot_call(a, ADMIN_PATH_VOLUME_SNAPSHOTS, args[0], NULL, &j)) != 0)
+		return r;
+	if (a->given & CLI_OPT_JSON)
+		return print_json(j);
+	if (json_array_size(json_object_get(j, "snapshots")) == 0) {
+		printf("volume %s has no snapshots\n", args[0]);
+		return CLI_EXIT_OK;
+	}
+	t = table_new(head);
+	json_array_foreach(json_object_get(j, "snapshots"), i, s) {
+		char entries[24], size[32], cost[48];
+
+		snprintf(entries, sizeof(entries), "%lld", (long long)num(s, "entries"));
+		human_bytes((uint64_t)num(s, "bytes"), size, sizeof(size));
+		cost_text(s, cost, sizeof(cost));
+		const char *row[] = { str(s, "name"), str(s, "created_at"), entries, size, cost, str(s, "problem") };
+		if (t)
+			(void)table_add_row(t, row);
+	}
+	if (t) {
+		table_print(t, stdout);
+		table_free(t);
+	}
+	printf("(COST: the bytes the volume no longer shares with the snapshot: what removing it frees)\n");
+	return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILURE;
+}
+
+/* A verb on volume args[0]'s snapshot args[1]: "volume NAME@done SNAPSHOT@after" is printed. */
+static int snapshot_verb(const CliArgs *a, char **args, const char *endpoint, const char *done, const char *after)
+{
+	_cleanup_(json_decrefp) json_t *j = NULL;
+	int r;
+
+	if ((r = check_snapshot_name(a, args[1])) != 0 || (r = snapshot_call(a, endpoint, args[0], args[1], &j)) != 0)
+		return r;
+	if (a->given & CLI_OPT_JSON)
+		return print_json(j);
+	printf("volume %s%s%s%s\n", args[0], done, args[1], after);
+	return CLI_EXIT_OK;
+}
+
+int cmd_volume_snapshot_rm(const CliArgs *a, char **args, int n)
+{
+	return snapshot_verb(a, args, ADMIN_PATH_VOLUME_SNAPSHOT_REMOVE, ": snapshot ", " removed");
+}
+
+int cmd_volume_rollback(const CliArgs *a, char **args, int n)
+{
+	return snapshot_verb(a, args, ADMIN_PATH_VOLUME_ROLLBACK, " rolled back to snapshot ",
+			     " (the snapshot is kept; the state before is gone)");
+}
+
+/* ---- volume export ---- */
+
+static volatile sig_atomic_t export_stop;
+
+static void on_stop_signal(int sig)
+{
+	export_stop = 1;
+}
+
+/* Where the export's bind is on the host: under Docker's copy of the plugin's propagated mount. */
+static char *export_host_path(const CliArgs *a, const AdminTarget *t, const json_t *j)
+{
+	_cleanup_free_ char *root = NULL, *err = NULL;
+	const char *mnt = str(j, "mount"), *prop = str(j, "propagated_mount");
+	char *p = NULL;
+
+	if (!mnt || !prop || strchr(mnt, '/') || mnt[0] != '.')
+		return NULL;
+	if (!t->plugin_id) {
+		/* A daemon run outside Docker: its propagated mount is in this mount namespace. */
+		return asprintf(&p, "%s/%s", prop, mnt) < 0 ? NULL : p;
+	}
+	if (docker_root_dir(&root, &err) < 0) {
+		(void)cli_fail(a, "cannot ask Docker for its data root: %s", err ? err : "?");
+		return NULL;
+	}
+	return asprintf(&p, "%s/plugins/%s/propagated-mount/%s", root, t->plugin_id, mnt) < 0 ? NULL : p;
+}
+
+/* Writes the archive of the export @j (open) to standard output. */
+static int export_write(const CliArgs *a, const AdminTarget *t, const json_t *j, TarWriteStats *st)
+{
+	_cleanup_free_ char *host = export_host_path(a, t, j), *err = NULL;
+	_cleanup_close_ int fd = -EBADF;
+	struct sigaction sa = { .sa_handler = on_stop_signal }, ign = { .sa_handler = SIG_IGN };
+	int r;
+
+	if (!host)
+		return cli_fail(a, "cannot tell where the plugin bound the snapshot on this host");
+	fd = open(host, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return cli_fail(a, "cannot open %s, where the plugin bound the snapshot: %s (run the command as root on "
+				"the Docker host)", host, errno_str(errno));
+	/* A signal or a closed pipe ends the export cleanly: its snapshot is removed. */
+	(void)sigaction(SIGINT, &sa, NULL);
+	(void)sigaction(SIGTERM, &sa, NULL);
+	(void)sigaction(SIGHUP, &sa, NULL);
+	(void)sigaction(SIGPIPE, &ign, NULL);
+	r = tar_write_tree(fd, STDOUT_FILENO, &export_stop, st, &err);
+	if (r < 0)
+		return cli_fail(a, "the export of %s failed: %s; what was written is not a whole archive",
+				str(j, "volume"), err ? err : errno_str(r));
+	return 0;
+}
+
+int cmd_volume_export(const CliArgs *a, char **args, int n)
+{
+	_cleanup_(admin_target_done) AdminTarget t = { 0 };
+	_cleanup_(json_decrefp) json_t *req = NULL, *j = NULL, *creq = NULL, *closed = NULL, *sum = NULL;
+	TarWriteStats st = { 0 };
+	int r, rc;
+
+	if (a->snapshot && (r = check_snapshot_name(a, a->snapshot)) != 0)
+		return r;
+	if (isatty(STDOUT_FILENO))
+		return cli_fail(a, "the archive goes to standard output, which is a terminal: redirect it (> FILE, | zstd, "
+				"| ssh HOST ...)");
+	req = json_pack("{s:s,s:s*}", "Name", args[0], "Snapshot", a->snapshot);
+	if (!req)
+		return cli_fail(a, "out of memory");
+	if ((r = ask(a, &t, ADMIN_PATH_VOLUME_EXPORT_OPEN, req, &j)) != 0)
+		return r;
+	rc = export_write(a, &t, j, &st);
+	/* Always: the bind goes, and a temporary snapshot with it. */
+	creq = json_pack("{s:s,s:s}", "Name", args[0], "Token", str(j, "token") ? str(j, "token") : "");
+	r = creq ? call(a, &t, ADMIN_PATH_VOLUME_EXPORT_CLOSE, creq, &closed) : cli_fail(a, "out of memory");
+	if (rc != 0 || r != 0)
+		return rc != 0 ? rc : r;
+	sum = json_pack("{s:s,s:s,s:b,s:I,s:I,s:I}", "volume", args[0], "snapshot", str(j, "snapshot"), "temporary",
+			json_is_true(json_object_get(j, "temporary")), "entries", (json_int_t)st.entries, "bytes",
+			(json_int_t)st.bytes, "sockets_skipped", (json_int_t)st.sockets);
+	if (a->given & CLI_OPT_JSON) {
+		if (sum && json_dumpf(sum, stderr, JSON_INDENT(2) | JSON_SORT_KEYS) == 0)
+			fputc('\n', stderr);
+	} else
+		fprintf(stderr, "exported volume %s (%s snapshot %s): %llu entries, %llu bytes of data%s\n", args[0],
+			json_is_true(json_object_get(j, "temporary")) ? "a temporary" : "its", str(j, "snapshot"),
+			(unsigned long long)st.entries, (unsigned long long)st.bytes,
+			st.sockets ? "; sockets left out (tar cannot hold them)" : "");
+	return CLI_EXIT_OK;
+}
+
+/* ---- volume import ---- */
+
+/* The directory the plugin bound for an export or import (@j), on this host, opened with @flags. */
+static int open_bound(const CliArgs *a, const AdminTarget *t, const json_t *j, int flags, int *ret_fd)
+{
+	_cleanup_free_ char *host = export_host_path(a, t, j);
+	int fd;
+
+	if (!host)
+		return cli_fail(a, "cannot tell where the plugin bound the directory on this host");
+	fd = open(host, flags | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return cli_fail(a, "cannot open %s, where the plugin bound the directory: %s (run the command as root on "
+				"the Docker host)", host, errno_str(errno));
+	*ret_fd = fd;
+	return 0;
+}
+
+int cmd_volume_import(const CliArgs *a, char **args, int n)
+{
+	_cleanup_(admin_target_done) AdminTarget t = { 0 };
+	_cleanup_(json_decrefp) json_t *opts = json_object(), *req = NULL, *j = NULL, *fin = NULL, *done = NULL;
+	_cleanup_free_ char *err = NULL;
+	_cleanup_close_ int fd = -EBADF;
+	struct sigaction sa = { .sa_handler = on_stop_signal };
+	TarReadLimits lim = { .max_entries = 10000000 };
+	TarReadStats st = { 0 };
+	int r, rc;
+
+	if (!opts)
+		return cli_fail(a, "out of memory");
+	for (int i = 0; i < a->n_o; i++) {
+		const char *eq = strchr(a->o[i], '=');
+		_cleanup_free_ char *key = eq ? strndup(a->o[i], (size_t)(eq - a->o[i])) : NULL;
+
+		if (!eq || eq == a->o[i] || !key)
+			return cli_usage_error(a, "-o takes KEY=VALUE, not '%s'", a->o[i]);
+		json_object_set_new(opts, key, json_string(eq + 1));
+	}
+	if (isatty(STDIN_FILENO))
+		return cli_fail(a, "the stream comes on standard input, which is a terminal: redirect it (< FILE, zstd -dc "
+				"FILE |, ssh HOST ... |)");
+	req = json_pack("{s:s,s:O}", "Name", args[0], "Options", opts);
+	if (!req)
+		return cli_fail(a, "out of memory");
+	if ((r = ask(a, &t, ADMIN_PATH_VOLUME_IMPORT_OPEN, req, &j)) != 0)
+		return r;
+	lim.max_bytes = (uint64_t)num(j, "max_bytes");
+	lim.allow_devices = json_is_true(json_object_get(j, "allow_devices"));
+	rc = open_bound(a, &t, j, O_RDONLY, &fd);
+	if (rc == 0) {
+		(void)sigaction(SIGINT, &sa, NULL);
+		(void)sigaction(SIGTERM, &sa, NULL);
+		r = tar_read_tree(STDIN_FILENO, fd, &lim, &st, &err);
+		if (r == 0 && export_stop)
+			r = -EINTR;
+		if (r < 0)
+			rc = cli_fail(a, "cannot import volume %s: %s; nothing was created", args[0],
+				      r == -EINTR ? "interrupted" : err ? err : errno_str(r));
+	}
+	if (fd >= 0) {
+		(void)close(fd); /* before the commit: the bind goes, and must not be busy */
+		fd = -EBADF;
+	}
+	/* Committed only whole: else the plugin discards what was written. */
+	fin = json_pack("{s:s,s:s,s:s,s:O}", "Name", args[0], "Token", str(j, "token") ? str(j, "token") : "",
+			"Partition", str(j, "partition") ? str(j, "partition") : "", "Options", opts);
+	if (!fin)
+		return cli_fail(a, "out of memory");
+	if (rc != 0) {
+		json_object_del(fin, "Options");
+		(void)call(a, &t, ADMIN_PATH_VOLUME_IMPORT_ABORT, fin, &done);
+		return rc;
+	}
+	if ((r = call(a, &t, ADMIN_PATH_VOLUME_IMPORT_COMMIT, fin, &done)) != 0)
+		return r;
+	if (a->given & CLI_OPT_JSON) {
+		json_object_set_new(done, "entries", json_integer((json_int_t)st.entries));
+		json_object_set_new(done, "bytes", json_integer((json_int_t)st.bytes));
+		return print_json(done);
+	}
+	printf("volume %s imported: %llu entries, %llu bytes\n", args[0], (unsigned long long)st.entries,
+	       (unsigned long long)st.bytes);
 	return CLI_EXIT_OK;
 }
 

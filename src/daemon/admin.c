@@ -19,6 +19,15 @@ static const char *const endpoint_paths[_ADMIN_ENDPOINT_MAX] = {
 	[ADMIN_VOLUME_RELEASE] = ADMIN_PATH_VOLUME_RELEASE,
 	[ADMIN_PARTITION_ADOPT] = ADMIN_PATH_PARTITION_ADOPT,
 	[ADMIN_STATE_IMPORT] = ADMIN_PATH_STATE_IMPORT,
+	[ADMIN_VOLUME_SNAPSHOT] = ADMIN_PATH_VOLUME_SNAPSHOT,
+	[ADMIN_VOLUME_SNAPSHOTS] = ADMIN_PATH_VOLUME_SNAPSHOTS,
+	[ADMIN_VOLUME_SNAPSHOT_REMOVE] = ADMIN_PATH_VOLUME_SNAPSHOT_REMOVE,
+	[ADMIN_VOLUME_ROLLBACK] = ADMIN_PATH_VOLUME_ROLLBACK,
+	[ADMIN_VOLUME_EXPORT_OPEN] = ADMIN_PATH_VOLUME_EXPORT_OPEN,
+	[ADMIN_VOLUME_EXPORT_CLOSE] = ADMIN_PATH_VOLUME_EXPORT_CLOSE,
+	[ADMIN_VOLUME_IMPORT_OPEN] = ADMIN_PATH_VOLUME_IMPORT_OPEN,
+	[ADMIN_VOLUME_IMPORT_COMMIT] = ADMIN_PATH_VOLUME_IMPORT_COMMIT,
+	[ADMIN_VOLUME_IMPORT_ABORT] = ADMIN_PATH_VOLUME_IMPORT_ABORT,
 };
 
 const char *admin_endpoint_to_path(AdminEndpoint e)
@@ -38,9 +47,12 @@ void admin_request_done(AdminRequest *req)
 {
 	free(req->name);
 	free(req->partition);
+	free(req->snapshot);
+	free(req->token);
 	json_decref(req->changes);
 	json_decref(req->expect);
 	json_decref(req->entries);
+	json_decref(req->options);
 	*req = (AdminRequest){ 0 };
 }
 
@@ -56,12 +68,6 @@ static int refuse(unsigned status, unsigned *ret_status, char **reterr_msg, int 
 	return r;
 }
 
-static bool has_name(AdminEndpoint e)
-{
-	return e == ADMIN_VOLUME_SHOW || e == ADMIN_VOLUME_RESIZE || e == ADMIN_VOLUME_SET || e == ADMIN_VOLUME_FORGET ||
-	       e == ADMIN_VOLUME_RELEASE;
-}
-
 /* A label or UUID as the CLI passes it: printable, no separators, as a partition= option. */
 static bool partition_ref_ok(const char *s)
 {
@@ -70,6 +76,70 @@ static bool partition_ref_ok(const char *s)
 	if (n == 0 || n > PARTITION_REF_MAX || !string_is_printable_ascii(s))
 		return false;
 	return !strpbrk(s, " /,=");
+}
+
+static bool has_name(AdminEndpoint e)
+{
+	return e == ADMIN_VOLUME_SHOW || e == ADMIN_VOLUME_RESIZE || e == ADMIN_VOLUME_SET || e == ADMIN_VOLUME_FORGET ||
+	       e == ADMIN_VOLUME_RELEASE || e == ADMIN_VOLUME_SNAPSHOT || e == ADMIN_VOLUME_SNAPSHOTS ||
+	       e == ADMIN_VOLUME_SNAPSHOT_REMOVE || e == ADMIN_VOLUME_ROLLBACK || e == ADMIN_VOLUME_EXPORT_OPEN ||
+	       e == ADMIN_VOLUME_EXPORT_CLOSE || e == ADMIN_VOLUME_IMPORT_OPEN || e == ADMIN_VOLUME_IMPORT_COMMIT ||
+	       e == ADMIN_VOLUME_IMPORT_ABORT;
+}
+
+/* "Options": an object of strings, as Docker's Opts (checked by the manager), or absent. */
+static int parse_options(json_t *j, json_t **ret, unsigned *ret_status, char **reterr_msg)
+{
+	json_t *o = json_object_get(j, "Options"), *v;
+	const char *key;
+
+	if (!o)
+		return 0;
+	if (!json_is_object(o))
+		return refuse(400, ret_status, reterr_msg, -EINVAL, "'Options' must be an object of strings");
+	json_object_foreach(o, key, v)
+		if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v))
+			return refuse(400, ret_status, reterr_msg, -EINVAL, "option '%.64s' must be a string", key);
+	*ret = json_incref(o);
+	return 0;
+}
+
+static int parse_partition(json_t *j, char **ret, unsigned *ret_status, char **reterr_msg)
+{
+	json_t *f = json_object_get(j, "Partition");
+
+	if (!json_is_string(f) || strlen(json_string_value(f)) != json_string_length(f) ||
+	    !partition_ref_ok(json_string_value(f)))
+		return refuse(400, ret_status, reterr_msg, -EINVAL, "missing or invalid 'Partition': give a label or UUID");
+	*ret = strdup(json_string_value(f));
+	return *ret ? 0 : -ENOMEM;
+}
+
+static int parse_token(json_t *j, char **ret, unsigned *ret_status, char **reterr_msg)
+{
+	json_t *f = json_object_get(j, "Token");
+	const char *t = json_string_value(f);
+
+	if (!t || strlen(t) != ADMIN_EXPORT_TOKEN_LEN || json_string_length(f) != ADMIN_EXPORT_TOKEN_LEN ||
+	    strspn(t, "0123456789abcdef") != ADMIN_EXPORT_TOKEN_LEN)
+		return refuse(400, ret_status, reterr_msg, -EINVAL, "missing or invalid 'Token': 16 hex digits");
+	*ret = strdup(t);
+	return *ret ? 0 : -ENOMEM;
+}
+
+/* "Snapshot": a name as a volume's; required unless @optional. */
+static int parse_snapshot(json_t *j, bool optional, char **ret, unsigned *ret_status, char **reterr_msg)
+{
+	json_t *f = json_object_get(j, "Snapshot");
+
+	if (!f && optional)
+		return 0;
+	if (!json_is_string(f) || strlen(json_string_value(f)) != json_string_length(f) ||
+	    !volume_name_is_valid(json_string_value(f)))
+		return refuse(400, ret_status, reterr_msg, -EINVAL,
+			      "missing or invalid 'Snapshot': use 2 to 128 characters from [A-Za-z0-9_.-], starting with a letter or digit");
+	*ret = strdup(json_string_value(f));
+	return *ret ? 0 : -ENOMEM;
 }
 
 static int parse_changes(json_t *c, unsigned *ret_status, char **reterr_msg)
@@ -168,6 +238,27 @@ int admin_request_parse(const char *method, const char *path, const char *body, 
 		req.entries = json_incref(json_object_get(j, "Entries"));
 		r = parse_entries(req.entries, ret_status, reterr_msg);
 		break;
+	case ADMIN_VOLUME_SNAPSHOT:
+	case ADMIN_VOLUME_SNAPSHOT_REMOVE:
+	case ADMIN_VOLUME_ROLLBACK:
+	case ADMIN_VOLUME_EXPORT_OPEN:
+		r = parse_snapshot(j, req.endpoint == ADMIN_VOLUME_SNAPSHOT || req.endpoint == ADMIN_VOLUME_EXPORT_OPEN,
+				   &req.snapshot, ret_status, reterr_msg);
+		break;
+	case ADMIN_VOLUME_EXPORT_CLOSE:
+		r = parse_token(j, &req.token, ret_status, reterr_msg);
+		break;
+	case ADMIN_VOLUME_IMPORT_OPEN:
+		r = parse_options(j, &req.options, ret_status, reterr_msg);
+		break;
+	case ADMIN_VOLUME_IMPORT_COMMIT:
+	case ADMIN_VOLUME_IMPORT_ABORT:
+		r = parse_token(j, &req.token, ret_status, reterr_msg);
+		if (r == 0)
+			r = parse_partition(j, &req.partition, ret_status, reterr_msg);
+		if (r == 0 && req.endpoint == ADMIN_VOLUME_IMPORT_COMMIT)
+			r = parse_options(j, &req.options, ret_status, reterr_msg);
+		break;
 	case ADMIN_PARTITION_ADOPT:
 		f = json_object_get(j, "Partition");
 		if (!json_is_string(f) || strlen(json_string_value(f)) != json_string_length(f) ||
@@ -224,6 +315,7 @@ static unsigned status_of(int r)
 	case -EEXIST:
 	case -EUCLEAN:
 	case -EOPNOTSUPP:
+	case -EDQUOT:
 		return 409;
 	default:
 		return 500;
@@ -348,6 +440,33 @@ static void dispatch(Admin *a, const AdminRequest *req, json_t **ret, char **ret
 	case ADMIN_STATE_IMPORT:
 		r = import_entries(a, req->entries, ret);
 		break;
+	case ADMIN_VOLUME_SNAPSHOT:
+		r = manager_snapshot_create(a->manager, req->name, req->snapshot, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_SNAPSHOTS:
+		r = manager_snapshot_list(a->manager, req->name, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_SNAPSHOT_REMOVE:
+		r = manager_snapshot_remove(a->manager, req->name, req->snapshot, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_ROLLBACK:
+		r = manager_rollback(a->manager, req->name, req->snapshot, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_EXPORT_OPEN:
+		r = manager_export_open(a->manager, req->name, req->snapshot, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_EXPORT_CLOSE:
+		r = manager_export_close(a->manager, req->name, req->token, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_IMPORT_OPEN:
+		r = manager_import_open(a->manager, req->name, req->options, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_IMPORT_COMMIT:
+		r = manager_import_commit(a->manager, req->name, req->token, req->partition, req->options, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_IMPORT_ABORT:
+		r = manager_import_abort(a->manager, req->name, req->token, req->partition, ret, reterr_msg);
+		break;
 	default:
 		r = -EINVAL;
 	}
@@ -378,7 +497,7 @@ void admin_http_handler(void *userdata, const HttpRequest *hr, HttpResponse *ret
 	const char *path, *target;
 	unsigned status = 400;
 	json_t *result = NULL;
-	char who[256], client[210];
+	char who[256], client[210], target_buf[2 * VOLUME_NAME_MAX + 16];
 	bool change;
 	int r;
 
@@ -403,9 +522,11 @@ void admin_http_handler(void *userdata, const HttpRequest *hr, HttpResponse *ret
 		reply_error(status, err, ret);
 		return;
 	}
-	change = req.endpoint != ADMIN_STATUS && req.endpoint != ADMIN_VOLUME_SHOW;
+	change = req.endpoint != ADMIN_STATUS && req.endpoint != ADMIN_VOLUME_SHOW && req.endpoint != ADMIN_VOLUME_SNAPSHOTS;
 	path = admin_endpoint_to_path(req.endpoint);
-	target = req.name ? req.name : req.partition ? req.partition : "";
+	if (req.snapshot)
+		snprintf(target_buf, sizeof(target_buf), "%s snapshot %s", req.name, req.snapshot);
+	target = req.snapshot ? target_buf : req.name ? req.name : req.partition ? req.partition : "";
 	if (change)
 		log_info("admin: %s %s requested by %s", path, target, who);
 	dispatch(a, &req, &result, &err, &r);

@@ -15,6 +15,16 @@
  *   /Admin.VolumeRelease   {"Name","Expect":{mount ID: count}}
  *   /Admin.PartitionAdopt  {"Partition": label or UUID}
  *   /Admin.StateImport     {"Entries":[{"Name","Record"}...]}  index entries of an older state directory
+ *   /Admin.VolumeSnapshot  {"Name","Snapshot"?}                take one (named by the time if not given)
+ *   /Admin.VolumeSnapshots {"Name"}                            list, with each one's cost measured now
+ *   /Admin.VolumeSnapshotRemove {"Name","Snapshot"}
+ *   /Admin.VolumeRollback  {"Name","Snapshot"}                 only while the volume is not in use
+ *   /Admin.VolumeExportOpen {"Name","Snapshot"?}               a snapshot (a temporary one if not given)
+ *                                                              bound read-only for the command to read
+ *   /Admin.VolumeExportClose {"Name","Token"}
+ *   /Admin.VolumeImportOpen {"Name","Options"?}                a directory bound read-write for the command
+ *   /Admin.VolumeImportCommit {"Name","Token","Partition","Options"?}  the volume, made from it
+ *   /Admin.VolumeImportAbort {"Name","Token","Partition"}
  */
 #pragma once
 
@@ -37,6 +47,15 @@ typedef enum AdminEndpoint {
 	ADMIN_VOLUME_RELEASE,
 	ADMIN_PARTITION_ADOPT,
 	ADMIN_STATE_IMPORT,
+	ADMIN_VOLUME_SNAPSHOT,
+	ADMIN_VOLUME_SNAPSHOTS,
+	ADMIN_VOLUME_SNAPSHOT_REMOVE,
+	ADMIN_VOLUME_ROLLBACK,
+	ADMIN_VOLUME_EXPORT_OPEN,
+	ADMIN_VOLUME_EXPORT_CLOSE,
+	ADMIN_VOLUME_IMPORT_OPEN,
+	ADMIN_VOLUME_IMPORT_COMMIT,
+	ADMIN_VOLUME_IMPORT_ABORT,
 	_ADMIN_ENDPOINT_MAX,
 	_ADMIN_ENDPOINT_INVALID = -EINVAL,
 } AdminEndpoint;
@@ -48,9 +67,12 @@ typedef struct AdminRequest {
 	AdminEndpoint endpoint;
 	char *name;      /* validated volume name */
 	char *partition; /* validated label or UUID */
+	char *snapshot;  /* validated snapshot name (NULL: not given) */
+	char *token;     /* validated export token */
 	json_t *changes; /* object of strings (resize, set) */
 	json_t *expect;  /* object of mount ID: count (release) */
 	json_t *entries; /* array of {"Name","Record"} (import) */
+	json_t *options; /* object of strings (volume import), NULL if not given */
 } AdminRequest;
 
 void admin_request_done(AdminRequest *req);

@@ -105,7 +105,7 @@ int manager_clone_prepare(Manager *m, const VolumeOptions *opts, const CloneRequ
 	Volume *src;
 	bool reflink;
 
-	*prep = (ClonePrep){ .opts = *opts };
+	*prep = (ClonePrep){ .opts = *opts, .from_fd = -EBADF };
 	src = registry_lookup(m->reg, req->from);
 	if (!src)
 		return errmsg_set(reterr_msg, -ENOENT, "cannot clone volume %s (from=%s): there is no such volume",
@@ -155,11 +155,7 @@ int manager_clone_prepare(Manager *m, const VolumeOptions *opts, const CloneRequ
 	return check_fits(m, prep, projid, pname, reterr_msg);
 }
 
-/*
- * Whether @src is known to be in use: mounted through the plugin, or a bind
- * of its directory in a mount namespace the plugin can see. @why says which.
- */
-static bool source_known_in_use(Volume *src, PartitionFs *fs, bool mounted, char *why, size_t len)
+bool manager_volume_known_in_use(Volume *src, PartitionFs *fs, bool mounted, char *why, size_t len)
 {
 	char root[VOLUME_NAME_MAX + 32];
 	MountUser *u = NULL;
@@ -218,6 +214,43 @@ static int clone_error(Manager *m, ClonePrep *prep, Volume *v, int r, const char
 	return errmsg_set(reterr_msg, r, "cannot clone volume %s into %s: %s", src, v->name, why);
 }
 
+/* The root's owner and mode given for the new volume win over those it was filled with. */
+static int apply_root_options(Volume *v, int dfd, char **reterr_msg)
+{
+	if ((v->opts.has_uid || v->opts.has_gid) &&
+	    fchown(dfd, v->opts.has_uid ? v->opts.uid : (uid_t)-1, v->opts.has_gid ? v->opts.gid : (gid_t)-1) < 0)
+		return errmsg_set(reterr_msg, negative_errno(), "cannot set the owner of %s: %s", v->name, errno_str(errno));
+	if (v->opts.has_mode && fchmod(dfd, v->opts.mode) < 0)
+		return errmsg_set(reterr_msg, negative_errno(), "cannot set the mode of %s: %s", v->name, errno_str(errno));
+	if ((v->opts.has_uid || v->opts.has_gid || v->opts.has_mode) && fsync(dfd) < 0)
+		return errmsg_set(reterr_msg, negative_errno(), "cannot sync %s: %s", v->name, errno_str(errno));
+	return 0;
+}
+
+/* An import: the volume's new directory gets the tree of @prep->from_fd (nothing writes to it: no freeze). */
+static int fill_from_dir(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, char **reterr_msg)
+{
+	_cleanup_close_ int dfd = -EBADF;
+	_cleanup_free_ char *why = NULL;
+	CloneParams p = { .src_fd = prep->from_fd, .freeze_fd = -EBADF, .allow_copy = prep->copy,
+			  .mem_max = m->cfg->clone_memory_mb << 20 };
+	CloneStats st = { 0 };
+	int r;
+
+	dfd = openat(fs->volumes_fd, v->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return errmsg_set(reterr_msg, negative_errno(), "cannot open the new volume %s: %s", v->name,
+				  errno_str(errno));
+	p.dst_fd = dfd;
+	r = clone_tree(&p, &st, &why);
+	if (r == -EDQUOT)
+		return errmsg_set(reterr_msg, r, "the import does not fit volume %s's size or inodes limit: %s", v->name,
+				  why ? why : errno_str(r));
+	if (r < 0)
+		return errmsg_set(reterr_msg, r, "cannot fill volume %s from the import: %s", v->name, why ? why : errno_str(r));
+	return apply_root_options(v, dfd, reterr_msg);
+}
+
 int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, char **reterr_msg)
 {
 	_cleanup_close_ int sfd = -EBADF, dfd = -EBADF;
@@ -232,6 +265,8 @@ int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, c
 	bool mounted, in_use;
 	int r;
 
+	if (prep->from_fd >= 0)
+		return fill_from_dir(m, prep, v, fs, reterr_msg);
 	v->clone = calloc(1, sizeof(*v->clone));
 	if (!v->clone)
 		return errmsg_set(reterr_msg, -ENOMEM, "out of memory");
@@ -247,7 +282,7 @@ int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, c
 	registry_read_lock(m->reg);
 	mounted = src->mounted;
 	registry_unlock(m->reg);
-	in_use = source_known_in_use(src, fs, mounted, use, sizeof(use));
+	in_use = manager_volume_known_in_use(src, fs, mounted, use, sizeof(use));
 	if (in_use && prep->copy)
 		r = errmsg_set(reterr_msg, -EBUSY,
 			       "cannot copy volume %s while it is in use: %s. A copy (clone_copy=true: no shared blocks) "
@@ -268,13 +303,9 @@ int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, c
 	}
 
 	/* uid=, gid= and mode= given for the clone win over the copied ones of SOURCE's directory. */
-	if ((v->opts.has_uid || v->opts.has_gid) &&
-	    fchown(dfd, v->opts.has_uid ? v->opts.uid : (uid_t)-1, v->opts.has_gid ? v->opts.gid : (gid_t)-1) < 0)
-		return errmsg_set(reterr_msg, negative_errno(), "cannot set the owner of %s: %s", v->name, errno_str(errno));
-	if (v->opts.has_mode && fchmod(dfd, v->opts.mode) < 0)
-		return errmsg_set(reterr_msg, negative_errno(), "cannot set the mode of %s: %s", v->name, errno_str(errno));
-	if ((v->opts.has_uid || v->opts.has_gid || v->opts.has_mode) && fsync(dfd) < 0)
-		return errmsg_set(reterr_msg, negative_errno(), "cannot sync %s: %s", v->name, errno_str(errno));
+	r = apply_root_options(v, dfd, reterr_msg);
+	if (r < 0)
+		return r;
 
 	snprintf(v->clone->from, sizeof(v->clone->from), "%s", src->name);
 	v->clone->at = st.at;

@@ -16,6 +16,14 @@
 
 DEFINE_CLEANUP_FUNC(Volume *, volume_unref)
 
+/* A snapshot bound read-only under the propagated mount for `volume export` (manager-snapshot.c). */
+typedef struct ManagerExport {
+	char token[17];                     /* 16 hex digits; the bind is <PropagatedMount>/.export-<token> */
+	char volume[VOLUME_NAME_MAX + 1];
+	char snapshot[VOLUME_NAME_MAX + 1];
+	bool temporary;                     /* its snapshot was taken for it: removed when it ends */
+} ManagerExport;
+
 struct Manager {
 	const Settings *cfg;
 	Pool *pool;
@@ -28,6 +36,10 @@ struct Manager {
 	pthread_mutex_t create_lock; /* serialises Create, Remove and the admin operations that add or drop volumes */
 	pthread_mutex_t rescan_lock; /* one rescan at a time, together with loading what it attached */
 	bool starting;               /* start-up: loading in bulk, single-threaded */
+
+	pthread_mutex_t export_lock; /* a leaf: guards exports and n_exports (added and dropped under op_lock too) */
+	ManagerExport *exports;
+	size_t n_exports, cap_exports;
 
 	/* The background rescan (manager-rescan.c); its fields are guarded by rescan_wait, a leaf lock. */
 	pthread_mutex_t rescan_wait;
@@ -98,6 +110,7 @@ typedef struct ClonePrep {
 	Partition *part;    /* SOURCE's partition: the clone's */
 	VolumeOptions opts; /* the new volume's: size and inodes inherited from SOURCE unless given */
 	bool copy;          /* the partition cannot share blocks and clone_copy=true: copy the data */
+	int from_fd;        /* >= 0: an import's directory to fill the volume from (source is NULL) */
 } ClonePrep;
 /* Checks a clone before anything is written: SOURCE, its partition, reflink, whether the clone fits. */
 int manager_clone_prepare(Manager *m, const VolumeOptions *opts, const CloneRequest *req, ClonePrep *prep,
@@ -107,8 +120,26 @@ int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, c
 void manager_clone_prep_done(ClonePrep *prep);
 /* Create of a name that exists, with from=: it must be a clone of that SOURCE; fills inherited limits into @opts. */
 int manager_clone_check_existing(Volume *existing, const CloneRequest *req, VolumeOptions *opts, char **reterr_msg);
+/*
+ * Whether @v is known to be in use: @mounted (through the plugin), or a bind
+ * of its directory in a mount namespace the plugin can see. @why says which.
+ * A miss proves nothing (other PID namespaces are not visible).
+ */
+bool manager_volume_known_in_use(Volume *v, PartitionFs *fs, bool mounted, char *why, size_t len);
 /* "cloned_from", "cloned_at" and "clone" in Status. */
 void manager_clone_add_status(Volume *v, json_t *status);
+
+/* manager.c: the partition for a new volume with @o (its partition=, or placement); NULL and an Err if none. */
+Partition *manager_choose_partition(Manager *m, const VolumeOptions *o, char **reterr_msg);
+/* manager.c: Create of @name on the partition @opts names, filled from the directory @from_fd (an import). */
+int manager_create_filled(Manager *m, const char *name, const VolumeOptions *opts, int from_fd, char **reterr_msg);
+
+/* manager-snapshot.c: loads @v's snapshots from @fs; with @recover (start-up) settles what a crash interrupted. */
+void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover);
+/* "snapshots" in Status, each with its last measured cost (the registry lock held). */
+void manager_snapshot_add_status(Volume *v, json_t *status);
+/* Remove: -EBUSY and an Err naming them while @v has snapshots (op_lock held). */
+int manager_snapshot_check_remove(Volume *v, char **reterr_msg);
 
 /* manager-selftest.c: runs (or reuses) the partition's self-test before the first mount and applies the policy. */
 int manager_selftest_before_mount(Manager *m, Volume *v, PartitionFs *fs, char **reterr_msg);

@@ -222,6 +222,22 @@ static void roll_back_dir(Manager *m, PartitionFs *fs, const char *uuid, const c
 	}
 }
 
+typedef struct TrashImport {
+	Manager *m;
+	PartitionFs *fs;
+	const char *uuid;
+} TrashImport;
+
+static int trash_import(const char *name, void *userdata)
+{
+	TrashImport *t = userdata;
+	char entry[TRASH_ENTRY_MAX];
+
+	if (trash_move_in(t->fs, t->fs->imports_fd, name, entry) == 0)
+		log_info("partition UUID %s: deleting nvmevol/imports/%s, an import that was never committed", t->uuid, name);
+	return 0;
+}
+
 /*
  * After every record is loaded: directories without a record, the trash,
  * self-test scratch. Only what this host's index proves was never committed
@@ -267,6 +283,9 @@ static void recover_partition(Manager *m, Partition *part, PartitionFs *fs, cons
 	}
 	if (d)
 		closedir(d);
+	/* Imports are never committed where they are written: whatever is there was abandoned. */
+	if (fs->imports_fd >= 0)
+		(void)dir_foreach_name(fs->imports_fd, trash_import, &(TrashImport){ m, fs, info->uuid });
 	(void)trash_enqueue_all(m->trash, fs, info->uuid);
 	manager_selftest_clean_scratch(fs, info->uuid);
 }
@@ -306,12 +325,15 @@ void manager_load_attached(Manager *m, Partition **parts, size_t n)
 			(void)trash_enqueue_all(m->trash, fs, info.uuid);
 			manager_selftest_clean_scratch(fs, info.uuid);
 		}
-		/* Volumes this host's index placed there: read their records now (or later, if one is busy). */
+		/*
+		 * Volumes this host's index placed there: read their records now (or
+		 * later, if one is busy); and the snapshots of every volume there.
+		 */
 		registry_read_lock(m->reg);
 		for (size_t k = 0; k < registry_size_locked(m->reg); k++) {
 			Volume *v = registry_at_locked(m->reg, k);
 			Volume **ns;
-			if (v->part != parts[i] || !v->index_only)
+			if (v->part != parts[i] || v->corrupt)
 				continue;
 			ns = realloc(stale, (n_stale + 1) * sizeof(*ns));
 			if (!ns)
@@ -325,6 +347,9 @@ void manager_load_attached(Manager *m, Partition **parts, size_t n)
 			if (pthread_mutex_trylock(&stale[k]->op_lock) == 0) {
 				if (stale[k]->index_only)
 					(void)manager_refresh_index_only(m, stale[k], fs);
+				/* Its snapshots came with the disk; what a crash left is settled at the next start. */
+				if (!stale[k]->index_only && !stale[k]->removed && !stale[k]->corrupt)
+					manager_snapshot_load(m, stale[k], fs, false);
 				pthread_mutex_unlock(&stale[k]->op_lock);
 			}
 			volume_unref(stale[k]);
@@ -619,6 +644,8 @@ int manager_start(Manager *m, char **reterr_msg)
 				  v->name);
 		if (fs && sizelimit_repair(&m->projids, m->reg, fs, v, &changed) == 0 && changed)
 			(void)store_save_record(fs, v);
+		if (fs)
+			manager_snapshot_load(m, v, fs, !fs->read_only);
 		partition_fs_put(fs);
 		volume_unref(v);
 	}

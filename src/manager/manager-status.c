@@ -162,6 +162,7 @@ json_t *manager_volume_json(Manager *m, Volume *v)
 	if (v->selftest)
 		json_object_set_new(status, "selftest", json_deep_copy(v->selftest));
 	manager_clone_add_status(v, status);
+	manager_snapshot_add_status(v, status);
 	registry_foreach_shadow_locked(m->reg, v->name, add_conflict, conflicts);
 	opts = v->opts;
 	projid = v->projid;

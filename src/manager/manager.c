@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -38,6 +37,7 @@ int manager_new(const Settings *cfg, Manager **ret)
 		return -ENOMEM;
 	m->cfg = cfg;
 	pthread_mutex_init(&m->create_lock, NULL);
+	pthread_mutex_init(&m->export_lock, NULL);
 	projid_alloc_init(&m->projids);
 	pthread_mutex_init(&m->rescan_lock, NULL);
 	pthread_mutex_init(&m->rescan_wait, NULL);
@@ -76,6 +76,8 @@ Manager *manager_free(Manager *m)
 	store_free(m->store);
 	pool_free(m->pool);
 	pthread_mutex_destroy(&m->create_lock);
+	pthread_mutex_destroy(&m->export_lock);
+	free(m->exports);
 	projid_alloc_done(&m->projids);
 	pthread_mutex_destroy(&m->rescan_lock);
 	pthread_mutex_destroy(&m->rescan_wait);
@@ -92,7 +94,7 @@ size_t manager_count(Manager *m)
 
 /* ---- create ---- */
 
-static Partition *choose_partition(Manager *m, const VolumeOptions *o, char **reterr_msg)
+Partition *manager_choose_partition(Manager *m, const VolumeOptions *o, char **reterr_msg)
 {
 	_cleanup_free_ char *avail = NULL;
 	Partition *part, *known;
@@ -230,20 +232,10 @@ static int check_target(Manager *m, Partition *part, PartitionFs *fs, const Part
 	return sizelimit_check_create(fs, pname, opts, reterr_msg);
 }
 
-/*
- * Moves volumes/@name into the trash under a new name (*@ret_entry), one
- * atomic rename: deleting its contents can take long, the trash worker does it.
- */
-static int move_to_trash(PartitionFs *fs, const char *name, char ret_entry[static VOLUME_NAME_MAX + 24])
+/* volumes/@name into the trash (*@ret_entry): deleting its contents can take long, the trash worker does it. */
+static int move_to_trash(PartitionFs *fs, const char *name, char ret_entry[static TRASH_ENTRY_MAX])
 {
-	uint64_t rnd = 0;
-
-	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
-		rnd = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)ret_entry; /* only needs to differ from other trash names */
-	snprintf(ret_entry, VOLUME_NAME_MAX + 24, "%s.%016llx", name, (unsigned long long)rnd);
-	if (renameat(fs->volumes_fd, name, fs->trash_fd, ret_entry) < 0)
-		return negative_errno();
-	return 0;
+	return trash_move_in(fs, fs->volumes_fd, name, ret_entry);
 }
 
 /*
@@ -260,7 +252,7 @@ static int commit_volume(Manager *m, Volume *v, PartitionFs *fs, const char *pna
 			 char **reterr_msg)
 {
 	bool made_index = false, made_dir = false, made_record = false, trashed = false;
-	char trash_name[VOLUME_NAME_MAX + 24];
+	char trash_name[TRASH_ENTRY_MAX];
 	int r;
 
 	made_index = true; /* even a failed atomic write may have renamed the file into place */
@@ -329,10 +321,10 @@ rollback:
 }
 
 static int create_locked(Manager *m, const char *name, const VolumeOptions *opts, const CloneRequest *clone,
-			 char **reterr_msg)
+			 int from_fd, char **reterr_msg)
 {
 	_cleanup_(volume_unrefp) Volume *existing = NULL, *v = NULL;
-	_cleanup_(manager_clone_prep_done) ClonePrep prep = { 0 };
+	_cleanup_(manager_clone_prep_done) ClonePrep prep = { .from_fd = -EBADF };
 	char pname[PARTITION_NAME_MAX];
 	PartitionFs *fs = NULL;
 	PartitionInfo info;
@@ -345,6 +337,8 @@ static int create_locked(Manager *m, const char *name, const VolumeOptions *opts
 		(void)manager_rescan(m, UINT_MAX, RESCAN_WAIT_MS);
 		existing = registry_lookup(m->reg, name);
 	}
+	if (existing && from_fd >= 0)
+		return errmsg_set(reterr_msg, -EEXIST, "volume %s exists: an import makes a new volume", name);
 	if (existing)
 		return create_existing(existing, opts, clone, reterr_msg);
 	/* Only a new volume is refused on the wrong node: one that exists here has its data here. */
@@ -372,13 +366,22 @@ static int create_locked(Manager *m, const char *name, const VolumeOptions *opts
 		opts = &prep.opts;
 		part = prep.part;
 	} else {
-		part = choose_partition(m, opts, reterr_msg);
+		part = manager_choose_partition(m, opts, reterr_msg);
 		if (!part)
 			return -ENODEV;
-		/* A rescan in choose_partition() may have loaded a partition that has this name. */
+		/* A rescan in manager_choose_partition() may have loaded a partition that has this name. */
 		existing = registry_lookup(m->reg, name);
+		if (existing && from_fd >= 0)
+			return errmsg_set(reterr_msg, -EEXIST, "volume %s exists: an import makes a new volume", name);
 		if (existing)
 			return create_existing(existing, opts, clone, reterr_msg);
+		if (from_fd >= 0) {
+			PartitionDevice dev;
+
+			prep = (ClonePrep){ .part = part, .opts = *opts, .from_fd = from_fd };
+			partition_device_snapshot(m->pool, part, &dev);
+			prep.copy = dev.has_xfs && !dev.xfs.reflink;
+		}
 	}
 
 	fs = partition_fs_get(m->pool, part);
@@ -402,7 +405,7 @@ static int create_locked(Manager *m, const char *name, const VolumeOptions *opts
 	snprintf(v->partition_label, sizeof(v->partition_label), "%s", info.label);
 	v->created_at = (int64_t)time(NULL);
 
-	r = commit_volume(m, v, fs, pname, clone ? &prep : NULL, reterr_msg);
+	r = commit_volume(m, v, fs, pname, clone || from_fd >= 0 ? &prep : NULL, reterr_msg);
 	if (r == 0)
 		log_info("volume %s: created on partition %s (UUID %s)%s%s", name, pname, info.uuid,
 			 clone ? " as a clone of " : "", clone ? clone->from : "");
@@ -419,7 +422,19 @@ int manager_create(Manager *m, const char *name, const VolumeOptions *opts, cons
 	if (!volume_name_is_valid(name))
 		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
 	pthread_mutex_lock(&m->create_lock);
-	r = create_locked(m, name, opts, clone, reterr_msg);
+	r = create_locked(m, name, opts, clone, -EBADF, reterr_msg);
+	pthread_mutex_unlock(&m->create_lock);
+	return r;
+}
+
+int manager_create_filled(Manager *m, const char *name, const VolumeOptions *opts, int from_fd, char **reterr_msg)
+{
+	int r;
+
+	if (!volume_name_is_valid(name))
+		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
+	pthread_mutex_lock(&m->create_lock);
+	r = create_locked(m, name, opts, NULL, from_fd, reterr_msg);
 	pthread_mutex_unlock(&m->create_lock);
 	return r;
 }
@@ -500,7 +515,7 @@ static void put_back_index(Manager *m, const char *name, const char *buf, size_t
 static int remove_locked(Manager *m, Volume *v, char **reterr_msg)
 {
 	_cleanup_free_ char *record = NULL, *index = NULL;
-	char trash_name[VOLUME_NAME_MAX + 24], pname[PARTITION_NAME_MAX];
+	char trash_name[TRASH_ENTRY_MAX], pname[PARTITION_NAME_MAX];
 	size_t record_len = 0, index_len = 0;
 	bool moved = true;
 	PartitionFs *fs;
@@ -513,6 +528,9 @@ static int remove_locked(Manager *m, Volume *v, char **reterr_msg)
 		return errmsg_set(reterr_msg, -EBUSY,
 				  "volume %s is in use (mounted %u time(s)); stop the containers that use it first", v->name,
 				  volume_mount_total(v));
+	r = manager_snapshot_check_remove(v, reterr_msg);
+	if (r < 0)
+		return r;
 	fs = partition_fs_get(m->pool, v->part);
 	partition_snapshot(m->pool, v->part, &info);
 	partition_display_name(&info, pname, sizeof(pname));

@@ -88,6 +88,38 @@ int manager_set_options(Manager *m, const char *name, const json_t *changes, jso
  */
 int manager_release(Manager *m, const char *name, const json_t *expect, json_t **ret_result, char **reterr_msg);
 /*
+ * Snapshots (manager-snapshot.c): @snap NULL names it by the time (UTC,
+ * 20261201T174500Z). Each takes the volume's op_lock. Rollback is refused
+ * while the volume is known to be in use.
+ */
+int manager_snapshot_create(Manager *m, const char *name, const char *snap, json_t **ret_result, char **reterr_msg);
+/* {"volume","snapshots":[...]} with each one's cost measured now (bounded in time). */
+int manager_snapshot_list(Manager *m, const char *name, json_t **ret_result, char **reterr_msg);
+int manager_snapshot_remove(Manager *m, const char *name, const char *snap, json_t **ret_result, char **reterr_msg);
+int manager_rollback(Manager *m, const char *name, const char *snap, json_t **ret_result, char **reterr_msg);
+/*
+ * Export: binds snapshot @snap (NULL: a temporary one taken now, so one
+ * instant even in use) read-only, nosuid, nodev at <PropagatedMount>/.export-TOKEN
+ * for the admin command to read ({"volume","snapshot","temporary","token",
+ * "mount","propagated_mount"}); close takes the bind away and removes a
+ * temporary snapshot.
+ */
+int manager_export_open(Manager *m, const char *name, const char *snap, json_t **ret_result, char **reterr_msg);
+int manager_export_close(Manager *m, const char *name, const char *token, json_t **ret_result, char **reterr_msg);
+/*
+ * Import (manager-import.c): open makes nvmevol/imports/TOKEN on the partition
+ * the volume goes to and binds it at <PropagatedMount>/.import-TOKEN for the
+ * command to write ({"token","partition","mount","propagated_mount",
+ * "max_bytes","allow_devices"}); commit creates the volume from it (Create's
+ * commit order); abort discards it.
+ */
+int manager_import_open(Manager *m, const char *name, const json_t *options, json_t **ret_result, char **reterr_msg);
+int manager_import_commit(Manager *m, const char *name, const char *token, const char *uuid, const json_t *options,
+			  json_t **ret_result, char **reterr_msg);
+int manager_import_abort(Manager *m, const char *name, const char *token, const char *uuid, json_t **ret_result,
+			 char **reterr_msg);
+
+/*
  * Imports one index entry from the state directory of an older install:
  * *ret_outcome is "imported" (its partition is missing: now listed),
  * "known" (served already) or "stale" (its partition is here without it).

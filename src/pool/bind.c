@@ -188,6 +188,31 @@ int bind_mount(Binds *b, const char *name, PartitionFs *fs, unsigned flags, char
 	return 0;
 }
 
+int bind_mount_dir(Binds *b, const char *name, int src_fd, unsigned flags, char **reterr_msg)
+{
+	_cleanup_close_ int target = -EBADF;
+	char path[PATH_MAX];
+	struct stat a, m;
+	int r;
+
+	if (fstat(src_fd, &a) < 0)
+		return errmsg_set(reterr_msg, negative_errno(), "cannot stat what to bind: %s", errno_str(errno));
+	r = open_mountpoint(b, name, &target, reterr_msg);
+	if (r < 0)
+		return r;
+	bind_path(b, name, path, sizeof(path));
+	r = mount_bind(src_fd, target, flags);
+	if (r < 0) {
+		bind_remove_mountpoint(b, name);
+		return errmsg_set(reterr_msg, r, "bind mount at %s failed: %s", path, errno_str(r));
+	}
+	if (fstatat(b->fd, name, &m, AT_SYMLINK_NOFOLLOW) < 0 || m.st_dev != a.st_dev || m.st_ino != a.st_ino) {
+		(void)bind_unmount(b, name);
+		return errmsg_set(reterr_msg, -EIO, "the bind at %s does not show what was bound", path);
+	}
+	return 0;
+}
+
 int bind_unmount(Binds *b, const char *name)
 {
 	char path[PATH_MAX];

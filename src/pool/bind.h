@@ -34,6 +34,13 @@ unsigned bind_flags(const VolumeOptions *o, bool read_only, bool grants_unconfir
 
 /* Binds volume @name of @fs; on success *ret_options holds the vfs options read back from mountinfo. */
 int bind_mount(Binds *b, const char *name, PartitionFs *fs, unsigned flags, char **ret_options, char **reterr_msg);
+/*
+ * Binds the directory @src_fd (O_PATH is enough) at <PropagatedMount>/@name,
+ * a name that is not a volume's (start-up takes such a mount away as a
+ * stray), and checks that the mountpoint then shows @src_fd's inode. For a
+ * snapshot's export, read by the admin command on the host.
+ */
+int bind_mount_dir(Binds *b, const char *name, int src_fd, unsigned flags, char **reterr_msg);
 /* Takes every mount at the volume's mountpoint away, then the mountpoint directory. */
 int bind_unmount(Binds *b, const char *name);
 /* 0 if mountinfo shows our bind of @name (device @dev, its directory, @flags); else why. */

@@ -72,19 +72,20 @@ static PartitionFs *partition_fs_new(void)
 	if (!fs)
 		return NULL;
 	fs->root_fd = fs->tree_fd = fs->volumes_fd = fs->meta_fd = -EBADF;
-	fs->trash_fd = fs->scratch_fd = fs->quarantine_fd = -EBADF;
+	fs->trash_fd = fs->scratch_fd = fs->quarantine_fd = fs->snapshots_fd = fs->imports_fd = -EBADF;
 	fs->refs = 1;
 	return fs;
 }
 
 void partition_fs_put(PartitionFs *fs)
 {
-	int *fds[7];
+	int *fds[9];
 
 	if (!fs || __atomic_sub_fetch(&fs->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
 	fds[0] = &fs->root_fd, fds[1] = &fs->tree_fd, fds[2] = &fs->volumes_fd, fds[3] = &fs->meta_fd;
-	fds[4] = &fs->trash_fd, fds[5] = &fs->scratch_fd, fds[6] = &fs->quarantine_fd;
+	fds[4] = &fs->trash_fd, fds[5] = &fs->scratch_fd, fds[6] = &fs->quarantine_fd, fds[7] = &fs->snapshots_fd;
+	fds[8] = &fs->imports_fd;
 	for (size_t i = 0; i < ELEMENTSOF(fds); i++)
 		if (*fds[i] >= 0)
 			(void)close(*fds[i]);
@@ -428,7 +429,7 @@ static int check_mount(const char *mountpoint, dev_t want_dev, bool read_only, M
 	return r;
 }
 
-static int open_subdir(int parent, const char *name, mode_t mode, dev_t dev, bool create, bool *created)
+int pool_open_subdir(int parent, const char *name, mode_t mode, dev_t dev, bool create, bool *created)
 {
 	struct stat st;
 	int fd, r;
@@ -522,7 +523,8 @@ static int lay_out(const char *mountpoint, PartitionFs *fs, char **ret_why)
 	} dirs[] = {
 		{ "volumes", 0711, &fs->volumes_fd },  { "meta", 0700, &fs->meta_fd },
 		{ "trash", 0700, &fs->trash_fd },      { "selftest", 0700, &fs->scratch_fd },
-		{ "quarantine", 0700, &fs->quarantine_fd },
+		{ "quarantine", 0700, &fs->quarantine_fd }, { "snapshots", 0700, &fs->snapshots_fd },
+		{ "imports", 0700, &fs->imports_fd },
 	};
 	bool create = !fs->read_only, created = false;
 	struct stat st;
@@ -537,7 +539,7 @@ static int lay_out(const char *mountpoint, PartitionFs *fs, char **ret_why)
 	if (st.st_dev != fs->dev || sf.f_type != XFS_SUPER_MAGIC)
 		return -EXDEV;
 
-	r = open_subdir(fs->root_fd, TREE_DIR, TREE_DIR_MODE, fs->dev, create, &created);
+	r = pool_open_subdir(fs->root_fd, TREE_DIR, TREE_DIR_MODE, fs->dev, create, &created);
 	if (r == -ENOENT && !create)
 		return 0;
 	if (r < 0)
@@ -549,7 +551,7 @@ static int lay_out(const char *mountpoint, PartitionFs *fs, char **ret_why)
 			return r;
 	}
 	for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
-		r = open_subdir(fs->tree_fd, dirs[i].name, dirs[i].mode, fs->dev, create, &created);
+		r = pool_open_subdir(fs->tree_fd, dirs[i].name, dirs[i].mode, fs->dev, create, &created);
 		if (r == -ENOENT && !create)
 			continue;
 		if (r < 0)

@@ -3,7 +3,7 @@
  * The partition pool: XFS filesystems found by probe, mounted by nvmevol
  * (noatime,nodiratime,nosuid,nodev, private) under the partition root,
  * verified against mountinfo, and laid out as
- * <fs>/nvmevol/{volumes,meta,trash,selftest,quarantine}.
+ * <fs>/nvmevol/{volumes,meta,trash,selftest,quarantine,snapshots,imports}.
  *
  * Trust rule: partitions found by the first scan (at start) join the pool.
  * One that appears later joins too if this run already knew its UUID (it
@@ -65,6 +65,8 @@ typedef struct PartitionFs {
 	int trash_fd;      /* nvmevol/trash: removed volumes being deleted */
 	int scratch_fd;    /* nvmevol/selftest: self-test scratch area */
 	int quarantine_fd; /* nvmevol/quarantine: orphans kept for the admin */
+	int snapshots_fd;  /* nvmevol/snapshots: the volumes' snapshots (snapstore.h) */
+	int imports_fd;    /* nvmevol/imports: imports being written (never committed: start-up deletes them) */
 	dev_t dev;
 	bool read_only;    /* mounted ro: not adopted yet */
 	bool quota;        /* project quota enforced on this filesystem */
@@ -204,4 +206,10 @@ void partition_fs_put(PartitionFs *fs);
 bool partition_verify(Pool *p, Partition *part);
 /* partition_verify() at most once per @max_age_ms; the last answer in between. */
 bool partition_verify_recent(Pool *p, Partition *part, unsigned max_age_ms);
+/*
+ * Opens the directory @name of @parent (made with @mode first if @create;
+ * *@created set if it was made), never through a symlink, and only on device
+ * @dev (-EXDEV otherwise).
+ */
+int pool_open_subdir(int parent, const char *name, mode_t mode, dev_t dev, bool create, bool *created);
 int partition_fs_free_bytes(const PartitionFs *fs, uint64_t *ret_free, uint64_t *ret_total);

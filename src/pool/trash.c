@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "pool/trash.h"
@@ -36,6 +38,20 @@ int trash_new(Trash **ret)
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_cond_init(&t->cond, NULL);
 	*ret = t;
+	return 0;
+}
+
+int trash_move_in(PartitionFs *fs, int from_fd, const char *name, char ret_entry[static TRASH_ENTRY_MAX])
+{
+	uint64_t rnd = 0;
+
+	if (strlen(name) > 128)
+		return -ENAMETOOLONG;
+	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) != sizeof(rnd))
+		rnd = (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)ret_entry; /* only needs to differ from other trash names */
+	snprintf(ret_entry, TRASH_ENTRY_MAX, "%s.%016llx", name, (unsigned long long)rnd);
+	if (renameat(from_fd, name, fs->trash_fd, ret_entry) < 0)
+		return negative_errno();
 	return 0;
 }
 

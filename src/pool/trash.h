@@ -17,6 +17,15 @@ int trash_new(Trash **ret);
 /* Stops the worker after the entry it is deleting; queued entries stay on disk for the next start. */
 Trash *trash_free(Trash *t);
 
+/* A trash entry's name: the name it had, a dot and 16 hex digits. */
+#define TRASH_ENTRY_MAX (128 + 18)
+/*
+ * Moves @name of directory @from_fd (on @fs) into @fs's trash under a new
+ * name (*@ret_entry), one atomic rename: deleting its contents can take long,
+ * the worker does it once queued. Syncs neither directory.
+ */
+int trash_move_in(PartitionFs *fs, int from_fd, const char *name, char ret_entry[static TRASH_ENTRY_MAX]);
+
 /* Queues trash entry @entry of @fs (the queue keeps its own reference to @fs). */
 int trash_enqueue(Trash *t, PartitionFs *fs, const char *partition_uuid, const char *entry);
 /* Queues every entry of @fs's trash directory. Returns how many. */

@@ -196,10 +196,10 @@ bool xattr_blob_equal(const void *a, size_t alen, const void *b, size_t blen)
 	return alen == blen && (alen == 0 || memcmp(a, b, alen) == 0);
 }
 
-/* Walks @blob: *pos advances; false at the end or on a malformed entry. */
-static bool blob_next(const char *blob, size_t len, size_t *pos, char *key, size_t keysize, const void **val,
-		      size_t *vlen)
+bool xattr_blob_next(const void *b, size_t len, size_t *pos, char *key, size_t keysize, const void **val,
+		     size_t *vlen)
 {
+	const char *blob = b;
 	uint32_t kl, vl;
 
 	if (*pos + 4 > len)
@@ -224,7 +224,7 @@ static bool blob_has(const char *blob, size_t len, const char *want)
 	const void *val;
 	size_t pos = 0, vlen;
 
-	while (blob_next(blob, len, &pos, key, sizeof(key), &val, &vlen))
+	while (xattr_blob_next(blob, len, &pos, key, sizeof(key), &val, &vlen))
 		if (streq(key, want))
 			return true;
 	return false;
@@ -244,7 +244,7 @@ static int blob_apply(const Handle *t, const void *blob, size_t len)
 	for (size_t p = 0; p < nlen; p += strlen(names + p) + 1)
 		if (names[p] && !blob_has(blob, len, names + p) && t_remove(t, names + p) < 0 && errno != ENODATA)
 			return negative_errno();
-	while (blob_next(blob, len, &pos, key, sizeof(key), &val, &vlen))
+	while (xattr_blob_next(blob, len, &pos, key, sizeof(key), &val, &vlen))
 		if (t_set(t, key, val, vlen) < 0)
 			return negative_errno();
 	return 0;

@@ -27,5 +27,12 @@ int xattr_blob_read(const XattrTarget *t, void **ret_blob, size_t *ret_len);
 
 bool xattr_blob_equal(const void *a, size_t alen, const void *b, size_t blen);
 
+/*
+ * Walks @blob from *@pos (0 first), which advances: false at the end or on a
+ * malformed entry. @key gets the NUL-terminated name; *@val points into @blob.
+ */
+bool xattr_blob_next(const void *blob, size_t len, size_t *pos, char *key, size_t keysize, const void **val,
+		     size_t *vlen);
+
 /* Makes @t carry exactly the attributes of @blob: removes the others, sets each. */
 int xattr_blob_apply(const XattrTarget *t, const void *blob, size_t len);

@@ -62,6 +62,7 @@ Volume *volume_unref(Volume *v)
 		return NULL;
 	volume_mounts_clear(v);
 	free(v->clone);
+	free(v->snaps);
 	free(v->corrupt);
 	free(v->bind_options);
 	json_decref(v->selftest);

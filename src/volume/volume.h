@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "volume/snapshot.h"
 #include "volume/volume-options.h"
 #include "util/time-util.h"
 
@@ -100,6 +101,13 @@ typedef struct Volume {
 	 * grants this host made.
 	 */
 	bool grants_unconfirmed;
+	/*
+	 * Its snapshots (loaded from its partition; snapstore.h), sorted by name.
+	 * Not in the record. Their cost_* fields are a cache, written under the
+	 * registry's write lock alone (read them under the registry lock).
+	 */
+	VolumeSnapshot *snaps;
+	size_t n_snaps;
 	unsigned refs;
 	pthread_mutex_t op_lock;
 

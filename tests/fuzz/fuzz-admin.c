@@ -56,12 +56,21 @@ static void parse_one(const char *path, const char *body, size_t len)
 			check(req.partition && *req.partition && !strchr(req.partition, '/'), "partition is a plain label");
 		if (e == ADMIN_STATE_IMPORT)
 			check(json_array_size(req.entries) <= ADMIN_IMPORT_MAX_ENTRIES, "import is bounded");
+		if (e == ADMIN_VOLUME_SNAPSHOT || e == ADMIN_VOLUME_SNAPSHOTS || e == ADMIN_VOLUME_SNAPSHOT_REMOVE ||
+		    e == ADMIN_VOLUME_ROLLBACK)
+			check(req.name && volume_name_is_valid(req.name), "accepted name is valid");
+		if (e == ADMIN_VOLUME_SNAPSHOT_REMOVE || e == ADMIN_VOLUME_ROLLBACK)
+			check(req.snapshot != NULL, "a snapshot is named");
+		if (req.snapshot)
+			check(volume_name_is_valid(req.snapshot), "accepted snapshot name is valid");
+		if (e == ADMIN_VOLUME_EXPORT_CLOSE)
+			check(req.token && strlen(req.token) == ADMIN_EXPORT_TOKEN_LEN, "an export token is given");
 		admin_request_done(&req);
 	} else {
 		check(r < 0, "failure is a negative errno");
 		check(status >= 400 && status <= 499, "refusal has a 4xx status");
 		check(err && *err, "refusal has a message");
-		check(!req.name && !req.partition && !req.changes && !req.expect && !req.entries,
+		check(!req.name && !req.partition && !req.changes && !req.expect && !req.entries && !req.snapshot && !req.token && !req.options,
 		      "refusal leaves the request empty");
 	}
 	free(err);

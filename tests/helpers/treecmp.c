@@ -78,9 +78,11 @@ static int cmp_xattrs(Cmp *c, const char *pa, const char *pb)
 		goto out;
 	}
 	for (ssize_t p = 0; p < la && ca < 256; p += (ssize_t)strlen(na + p) + 1)
-		va[ca++] = na + p;
+		if (!((c->flags & TREECMP_SKIP_XFS_ACL_ALIAS) && strncmp(na + p, "trusted.SGI_ACL_", 16) == 0))
+			va[ca++] = na + p;
 	for (ssize_t p = 0; p < lb && cb < 256; p += (ssize_t)strlen(nb + p) + 1)
-		vb[cb++] = nb + p;
+		if (!((c->flags & TREECMP_SKIP_XFS_ACL_ALIAS) && strncmp(nb + p, "trusted.SGI_ACL_", 16) == 0))
+			vb[cb++] = nb + p;
 	qsort(va, ca, sizeof(*va), cmp_str);
 	qsort(vb, cb, sizeof(*vb), cmp_str);
 	if (ca != cb) {
@@ -299,7 +301,7 @@ static int cmp_entry(Cmp *c, const char *pa, const char *pb, bool root)
 	if (times && (a.st_mtim.tv_sec != b.st_mtim.tv_sec || a.st_mtim.tv_nsec != b.st_mtim.tv_nsec))
 		return differ(c, "mtime of %s %lld.%09ld, of %s %lld.%09ld", pa, (long long)a.st_mtim.tv_sec,
 			      a.st_mtim.tv_nsec, pb, (long long)b.st_mtim.tv_sec, b.st_mtim.tv_nsec);
-	if (times && (a.st_atim.tv_sec != b.st_atim.tv_sec || a.st_atim.tv_nsec != b.st_atim.tv_nsec))
+	if (times && !(c->flags & TREECMP_SKIP_ATIME) && (a.st_atim.tv_sec != b.st_atim.tv_sec || a.st_atim.tv_nsec != b.st_atim.tv_nsec))
 		return differ(c, "atime of %s %lld.%09ld, of %s %lld.%09ld", pa, (long long)a.st_atim.tv_sec,
 			      a.st_atim.tv_nsec, pb, (long long)b.st_atim.tv_sec, b.st_atim.tv_nsec);
 	if (!S_ISDIR(a.st_mode) && (a.st_size != b.st_size || a.st_nlink != b.st_nlink))

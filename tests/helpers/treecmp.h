@@ -15,6 +15,9 @@
 
 #define TREECMP_SKIP_ROOT_META 1u /* the roots' own owner, mode, times and attributes may differ */
 #define TREECMP_SKIP_DIR_TIMES 2u /* directory times may differ */
+#define TREECMP_SKIP_ATIME 4u     /* access times may differ (GNU tar leaves them at extraction time) */
+/* XFS's own copies of an ACL (trusted.SGI_ACL_FILE, _DEFAULT, listed to root) are not compared; system.posix_acl_* are. */
+#define TREECMP_SKIP_XFS_ACL_ALIAS 8u
 
 /* 0 if equal; else -1 and the first difference in @why. */
 int treecmp(const char *a, const char *b, unsigned flags, char *why, size_t why_len);

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Deterministic crash points: the daemon is killed at every occurrence of every
-mutating syscall of Create, Mount, Unmount and Remove, and of Create with from= (a
-clone) of a volume not in use and of one in use, ioctl included there (FICLONE,
+mutating syscall of Create, Mount, Unmount and Remove, of Create with from= (a
+clone) of a volume not in use and of one in use, and of a snapshot (the admin
+socket's /Admin.VolumeSnapshot), ioctl included for the last three (FICLONE,
 FIFREEZE, FIEMAP while frozen, FITHAW) (strace -e inject=SYSCALL:signal=KILL:when=N
-on the running daemon), restarted, and checked. The daemon runs without a freeze
+on the running daemon), restarted, and checked; a snapshot is then either listed
+with the files the volume had, or not listed and gone from the partition. The daemon runs without a freeze
 guardian (NVMEVOL_TEST_FREEZE_NO_GUARDIAN=1, as PID 1 of a plugin), so a kill while
 frozen leaves the partition frozen and the restart must thaw it.
 
@@ -42,7 +44,7 @@ import time
 
 sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nvtlib import (Testbed, Strace, VolumeView, MUTATING_SYSCALLS, log, strace_missing,  # noqa: E402
+from nvtlib import (Testbed, Strace, VolumeView, MUTATING_SYSCALLS, ApiError, log, strace_missing,  # noqa: E402
                     consistency_problems, leftovers, stray_mounts, ensure_clone_source, clone_problems,
                     CLONE_SOURCE, files_below, partition_mount_problems)
 
@@ -57,7 +59,10 @@ OPS = {
     "remove": ("/VolumeDriver.Remove", {"Name": NAME}),
     "clone": ("/VolumeDriver.Create", {"Name": NAME, "Opts": {"from": CLONE_SOURCE}}),
     "clonelive": ("/VolumeDriver.Create", {"Name": NAME, "Opts": {"from": CLONE_SOURCE}}),
+    "snapshot": ("/Admin.VolumeSnapshot", {"Name": NAME, "Snapshot": "cps"}),
 }
+ADMIN_OPS = {"snapshot"}   # served on the admin socket
+SNAP = "cps"
 CLONE_OPS = {"clone": False, "clonelive": True}   # op: the source is mounted
 source_files = {}
 # --sabotage: what strace does at the point instead of the SIGKILL
@@ -93,6 +98,42 @@ def write_data(tb):
     return files_below(d)
 
 
+def send(tb, op, timeout):
+    endpoint, body = OPS[op]
+    return tb.admin_call(endpoint, body, timeout=timeout) if op in ADMIN_OPS else tb.call(endpoint, body,
+                                                                                          timeout=timeout)
+
+
+def snapshot_dirs(tb):
+    """(records, data directories) of NAME's snapshots on the partition."""
+    recs, data = [], []
+    for r in tb.fs_roots():
+        base = os.path.join(r, "nvmevol", "snapshots", NAME)
+        for sub, out in (("meta", recs), ("data", data)):
+            d = os.path.join(base, sub)
+            out += os.listdir(d) if os.path.isdir(d) else []
+    return sorted(recs), sorted(data)
+
+
+def snapshot_problems(tb, data):
+    """A snapshot is listed with the volume's files of before the point, or gone: record and data together."""
+    st, j = tb.admin_call("/Admin.VolumeSnapshots", {"Name": NAME})
+    if st != 200:
+        return ["volume snapshots answered %s %s" % (st, j)]
+    listed = [s["name"] for s in j.get("snapshots", [])]
+    recs, dirs = snapshot_dirs(tb)
+    if listed == [SNAP]:
+        bad = [] if (recs, dirs) == ([SNAP + ".json"], [SNAP]) else ["snapshot listed, on disk %s %s" % (recs, dirs)]
+        for r in tb.fs_roots():
+            d = os.path.join(r, "nvmevol", "snapshots", NAME, "data", SNAP)
+            if os.path.isdir(d) and files_below(d) != data:
+                bad.append("snapshot %s holds %s, the volume had %s" % (SNAP, sorted(files_below(d)), sorted(data)))
+        return bad
+    if listed:
+        return ["snapshots listed: %s" % listed]
+    return ["snapshot not listed but left on disk: %s %s" % (recs, dirs)] if recs or dirs else []
+
+
 def precondition(tb, op):
     """The volume as the operation expects it: absent (create, clone), unmounted (mount, remove), mounted once
     (unmount), with fresh data; for a clone, its source with its files, mounted or not. Returns the data
@@ -108,6 +149,10 @@ def precondition(tb, op):
     if not exists(tb):
         tb.ok("/VolumeDriver.Create", {"Name": NAME, "Opts": OPTS})
     unmount_all(tb)
+    if op == "snapshot":
+        j = tb.admin_ok("/Admin.VolumeSnapshots", {"Name": NAME})
+        if any(s["name"] == SNAP for s in j.get("snapshots", [])):
+            tb.admin_ok("/Admin.VolumeSnapshotRemove", {"Name": NAME, "Snapshot": SNAP})
     if op == "unmount":
         tb.ok("/VolumeDriver.Mount", {"Name": NAME, "ID": MID})
     return write_data(tb)
@@ -115,14 +160,15 @@ def precondition(tb, op):
 
 def syscalls_of(op):
     """A clone's ioctls are its FICLONE, FIFREEZE, FIEMAP and FITHAW: points too."""
-    return SYSCALLS + ["ioctl"] if op in CLONE_OPS else SYSCALLS
+    return SYSCALLS + ["ioctl"] if op in CLONE_OPS or op == "snapshot" else SYSCALLS
 
 
 def count_syscalls(tb, op):
     """{syscall: calls} that the daemon makes while serving @op (all threads together)."""
     st = Strace(tb.pid, ["-e", "trace=" + ",".join(syscalls_of(op))], os.path.join(tb.base, "count.trace"))
-    endpoint, body = OPS[op]
-    tb.ok(endpoint, body)
+    st_, j = send(tb, op, 60)
+    if st_ != 200 or not isinstance(j, dict) or j.get("Err"):
+        raise ApiError("%s -> %s %s" % (op, st_, j))
     time.sleep(0.2)
     st.detach()
     counts = {}
@@ -159,6 +205,9 @@ class Checker:
             self.bad("%s: stray mount %s" % (label, p))
         if op in CLONE_OPS:
             for p in clone_problems(tb, NAME, source_files, CLONE_OPS[op]):
+                self.bad("%s: %s" % (label, p))
+        if op == "snapshot":
+            for p in snapshot_problems(tb, data):
                 self.bad("%s: %s" % (label, p))
         if not tb.canary_intact():
             self.bad("%s: canary changed" % label)
@@ -201,11 +250,10 @@ def main():
                     p = Strace(tb.pid, ["-e", "trace=" + sc, "-e", "inject=%s:%s:when=%d" %
                                         (sc, SABOTAGE.get(args.sabotage, "signal=KILL"), n)],
                                os.path.join(tb.base, "point.trace"))
-                    endpoint, body = OPS[op]
                     points += 1
                     answered = hung = False
                     try:
-                        tb.call(endpoint, body, timeout=args.request_timeout)
+                        send(tb, op, args.request_timeout)
                         answered = True
                     except (TimeoutError, socket.timeout):
                         hung = tb.alive()

@@ -428,6 +428,27 @@ class Testbed:
         finally:
             c.close()
 
+    def admin_call(self, endpoint, body=None, timeout=30):
+        """(status, parsed JSON or None) from the root-only admin socket next to the plugin socket."""
+        c = UnixHTTPConnection(os.path.join(os.path.dirname(self.sock), "nvmevol-admin.sock"), timeout=timeout)
+        try:
+            c.request("POST", endpoint, body=json.dumps(body or {}).encode(),
+                      headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            payload = r.read()
+            try:
+                return r.status, json.loads(payload)
+            except ValueError:
+                return r.status, None
+        finally:
+            c.close()
+
+    def admin_ok(self, endpoint, body=None, timeout=60):
+        st, j = self.admin_call(endpoint, body, timeout=timeout)
+        if st != 200 or not isinstance(j, dict) or j.get("Err"):
+            raise ApiError("%s %s -> %s %s" % (endpoint, json.dumps(body)[:200], st, j))
+        return j
+
     def ok(self, endpoint, body=None, timeout=60):
         st, j = self.call(endpoint, body, timeout=timeout)
         if st != 200 or not isinstance(j, dict) or j.get("Err"):

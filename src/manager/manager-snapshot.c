@@ -1,0 +1,969 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Snapshots of a volume: take (through the clone's frozen path, so one
+ * instant across all files even while containers write), list with what
+ * each costs, remove, roll back; their loading and crash recovery at start.
+ *
+ * Commit order (snapshot.h, snapstore.h):
+ *  - take: record "pending", data directory, the frozen clone into it,
+ *    record "committed" (the commit point);
+ *  - remove: record "removing" (the commit point), data to the trash, record
+ *    deleted;
+ *  - rollback: a block-sharing copy of the snapshot built in
+ *    snapshots/<volume>/rollback (and given the volume's project ID), then
+ *    RENAME_EXCHANGE with volumes/<volume> (the commit point: before it the
+ *    volume is untouched, after it the previous state is in rollback/), then
+ *    the previous state is deleted. Whatever is in rollback/ is never the
+ *    live volume, so start-up deletes it whenever it finds one.
+ * Start-up deletes only what a record proves uncommitted (pending) or
+ * committed for removal (removing); a data directory without a record is
+ * left where it is and logged.
+ *
+ * Quota: the snapshot's files are in XFS's default project 0 (the data
+ * directory is made without the volume's ID, and the clone copies no inode
+ * flags), which XFS never enforces and nvmevol never limits: a snapshot is
+ * never charged to the volume's size= or inodes=, so it can never make the
+ * volume's own writes fail. Its cost is the partition's free space.
+ *
+ * Every operation holds the volume's op_lock (Mount, Unmount and Remove of
+ * the volume wait); the cost of `volume snapshots` is measured without it.
+ */
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clone/clone-cost.h"
+#include "clone/clone.h"
+#include "manager/manager-internal.h"
+#include "pool/sizelimit.h"
+#include "pool/snapstore.h"
+#include "util/alloc-util.h"
+#include "util/errmsg.h"
+#include "util/fs-util.h"
+#include "util/log.h"
+#include "util/macro.h"
+
+/* What `volume snapshots` spends measuring costs, all snapshots together. */
+#define SNAPSHOT_COST_BUDGET_MS 2000
+
+typedef struct SnapArgs {
+	const char *snap;
+	const char *token; /* export close */
+	bool temporary;    /* take: for an export */
+	json_t *result;
+} SnapArgs;
+
+static VolumeSnapshot *find_snap(Volume *v, const char *snap)
+{
+	for (size_t i = 0; i < v->n_snaps; i++)
+		if (streq(v->snaps[i].name, snap))
+			return &v->snaps[i];
+	return NULL;
+}
+
+static json_t *snap_json(const VolumeSnapshot *s)
+{
+	char stamp[40];
+	json_t *j;
+
+	format_rfc3339(s->at, stamp, sizeof(stamp));
+	j = json_pack("{s:s,s:s,s:b,s:I,s:I,s:I}", "name", s->name, "created_at", stamp, "volume_in_use",
+		      s->volume_in_use, "frozen_ms", (json_int_t)s->frozen_ms, "entries", (json_int_t)s->entries,
+		      "bytes", (json_int_t)s->bytes);
+	if (!j)
+		return NULL;
+	if (s->cost_known) {
+		format_rfc3339(s->cost_at, stamp, sizeof(stamp));
+		json_object_set_new(j, "cost_bytes", json_integer((json_int_t)s->cost_bytes));
+		json_object_set_new(j, "cost_complete", json_boolean(s->cost_complete));
+		json_object_set_new(j, "cost_measured_at", json_string(stamp));
+	}
+	if (s->temporary)
+		json_object_set_new(j, "temporary", json_true());
+	if (s->data_missing)
+		json_object_set_new(j, "problem",
+				    json_string("its data directory is missing on the partition; remove the snapshot"));
+	return j;
+}
+
+void manager_snapshot_add_status(Volume *v, json_t *status)
+{
+	json_t *arr;
+
+	if (v->n_snaps == 0)
+		return;
+	arr = json_array();
+	for (size_t i = 0; arr && i < v->n_snaps; i++)
+		json_array_append_new(arr, snap_json(&v->snaps[i]));
+	json_object_set_new(status, "snapshots", arr);
+}
+
+int manager_snapshot_check_remove(Volume *v, char **reterr_msg)
+{
+	char names[512] = "";
+	size_t len = 0;
+
+	if (v->n_snaps == 0)
+		return 0;
+	for (size_t i = 0; i < v->n_snaps && len + 4 < sizeof(names); i++)
+		len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "", v->snaps[i].name);
+	if (len >= sizeof(names))
+		strcpy(names + sizeof(names) - 4, "...");
+	return errmsg_set(reterr_msg, -EBUSY,
+			  "volume %s has %zu snapshot(s): %s. A remove never deletes snapshots (they may be the only "
+			  "copy of what is being removed): remove each with 'nvmevol volume snapshot-rm %s SNAPSHOT' "
+			  "first, or export it first",
+			  v->name, v->n_snaps, names, v->name);
+}
+
+/* The partition of @v, present, verified and writable; an Err if not. */
+static PartitionFs *writable_fs(Manager *m, Volume *v, const char *what, char **reterr_msg)
+{
+	char pname[PARTITION_NAME_MAX];
+	PartitionInfo info;
+	PartitionFs *fs;
+
+	if (v->corrupt) {
+		errmsg_set(reterr_msg, -EUCLEAN, "cannot %s volume %s: its record is unreadable (%s)", what, v->name,
+			   v->corrupt);
+		return NULL;
+	}
+	partition_snapshot(m->pool, v->part, &info);
+	partition_display_name(&info, pname, sizeof(pname));
+	fs = v->index_only ? NULL : partition_fs_get(m->pool, v->part);
+	if (fs && !partition_verify_recent(m->pool, v->part, 1000)) {
+		partition_fs_put(fs);
+		fs = NULL;
+	}
+	if (!fs) {
+		errmsg_set(reterr_msg, -ENODEV, "cannot %s volume %s: its partition %s (UUID %s) is not available: %s",
+			   what, v->name, pname, info.uuid, info.problem[0] ? info.problem : "not detected");
+		return NULL;
+	}
+	if (fs->read_only || fs->snapshots_fd < 0) {
+		errmsg_set(reterr_msg, -EROFS,
+			   "cannot %s volume %s: its partition %s is read-only until adopted ('nvmevol partition adopt %s')",
+			   what, v->name, pname, info.uuid);
+		partition_fs_put(fs);
+		return NULL;
+	}
+	return fs;
+}
+
+static void set_snaps(Manager *m, Volume *v, VolumeSnapshot *snaps, size_t n)
+{
+	VolumeSnapshot *old;
+
+	registry_write_lock(m->reg);
+	old = v->snaps;
+	v->snaps = snaps;
+	v->n_snaps = n;
+	registry_unlock(m->reg);
+	free(old);
+}
+
+/*
+ * @v's list with @s added (sorted) or, @s NULL, without @drop. Built under the
+ * registry's write lock: `volume snapshots` writes the cost fields under it alone.
+ */
+static int change_snaps(Manager *m, Volume *v, const VolumeSnapshot *s, const char *drop)
+{
+	VolumeSnapshot *n, *old;
+	bool placed = !s;
+	size_t k = 0;
+
+	registry_write_lock(m->reg);
+	n = calloc(v->n_snaps + 1, sizeof(*n));
+	if (!n) {
+		registry_unlock(m->reg);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < v->n_snaps; i++) {
+		if (!placed && strcmp(s->name, v->snaps[i].name) < 0) {
+			n[k++] = *s;
+			placed = true;
+		}
+		if (!drop || !streq(v->snaps[i].name, drop))
+			n[k++] = v->snaps[i];
+	}
+	if (!placed)
+		n[k++] = *s;
+	old = v->snaps;
+	v->snaps = n;
+	v->n_snaps = k;
+	registry_unlock(m->reg);
+	free(old);
+	return 0;
+}
+
+/* Moves @name of @dirfd to @v's partition's trash and queues it; a failure leaves it for the next start. */
+static int discard_dir(Manager *m, Volume *v, PartitionFs *fs, int dirfd, const char *name)
+{
+	char entry[TRASH_ENTRY_MAX];
+	PartitionInfo info;
+	int r;
+
+	r = trash_move_in(fs, dirfd, name, entry);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return r;
+	(void)fsync(fs->trash_fd);
+	(void)fsync(dirfd);
+	partition_snapshot(m->pool, v->part, &info);
+	(void)trash_enqueue(m->trash, fs, info.uuid, entry);
+	return 0;
+}
+
+/* ---- take ---- */
+
+static int snap_error(Manager *m, Volume *v, const char *snap, int r, const char *why, char **reterr_msg)
+{
+	switch (r) {
+	case -ETIME:
+		return errmsg_set(reterr_msg, r,
+				  "cannot snapshot volume %s as %s: %s. Writes on its partition were held that long. Raise "
+				  "NVMEVOL_CLONE_FREEZE_BUDGET_MS (now %u ms): a snapshot is taken under a freeze, so that "
+				  "it shows one instant",
+				  v->name, snap, why, (unsigned)m->cfg->clone_freeze_budget_ms);
+	case -EAGAIN:
+		return errmsg_set(reterr_msg, r, "cannot snapshot volume %s as %s: %s. Try again when it is written less",
+				  v->name, snap, why);
+	case -ENOBUFS:
+		return errmsg_set(reterr_msg, r, "cannot snapshot volume %s as %s: %s. Raise NVMEVOL_CLONE_MEMORY_MB (now %llu)",
+				  v->name, snap, why, (unsigned long long)m->cfg->clone_memory_mb);
+	default:
+		return errmsg_set(reterr_msg, r, "cannot snapshot volume %s as %s: %s", v->name, snap, why);
+	}
+}
+
+static void default_name(char *buf, size_t len, Volume *v)
+{
+	time_t now = time(NULL);
+	struct tm tm;
+
+	strftime(buf, len, "%Y%m%dT%H%M%SZ", gmtime_r(&now, &tm));
+	/* Two in one second: 20261201T174500Z-2, -3, ... */
+	for (unsigned i = 2; find_snap(v, buf) && i < 1000; i++) {
+		char base[24];
+
+		strftime(base, sizeof(base), "%Y%m%dT%H%M%SZ", &tm);
+		snprintf(buf, len, "%s-%u", base, i);
+	}
+}
+
+static int take(Manager *m, Volume *v, PartitionFs *fs, VolumeSnapshot *s, char **reterr_msg)
+{
+	_cleanup_close_ int sfd = -EBADF, dfd = -EBADF;
+	_cleanup_free_ char *why = NULL;
+	const FreezeMarker marker = { .dir_fd = store_freeze_dir(m->store), .name = v->part->uuid };
+	CloneParams p = { .freeze_budget_ms = (unsigned)m->cfg->clone_freeze_budget_ms,
+			  .mem_max = m->cfg->clone_memory_mb << 20, .freeze_marker = &marker };
+	SnapDir d = SNAPDIR_NULL;
+	CloneStats st = { 0 };
+	char use[PATH_MAX + 128] = "";
+	bool made_record = false, made_dir = false;
+	struct stat a;
+	int r;
+
+	r = snapstore_open(fs, v->name, true, &d);
+	if (r < 0)
+		return errmsg_set(reterr_msg, r, "cannot make nvmevol/snapshots/%s on its partition: %s", v->name,
+				  errno_str(r));
+	if (fstatat(d.data_fd, s->name, &a, AT_SYMLINK_NOFOLLOW) == 0) {
+		r = errmsg_set(reterr_msg, -EEXIST,
+			       "nvmevol/snapshots/%s/data/%s exists without a snapshot record (a leftover, or copied there "
+			       "by hand): nvmevol leaves it alone; move it away, or give another name",
+			       v->name, s->name);
+		goto out;
+	}
+	s->state = SNAPSHOT_PENDING;
+	s->at = (int64_t)time(NULL);
+	made_record = true; /* even a failed atomic write may have renamed the file into place */
+	r = snapstore_save(&d, v->name, s);
+	if (r < 0) {
+		r = errmsg_set(reterr_msg, r, "cannot write the snapshot's record: %s", errno_str(r));
+		goto out;
+	}
+	if (mkdirat(d.data_fd, s->name, 0700) < 0) {
+		r = errmsg_set(reterr_msg, negative_errno(), "cannot make the snapshot's directory: %s", errno_str(errno));
+		goto out;
+	}
+	made_dir = true;
+	sfd = openat(fs->volumes_fd, v->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	dfd = openat(d.data_fd, s->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sfd < 0 || dfd < 0 || fstat(sfd, &a) < 0 || a.st_dev != fs->dev) {
+		r = errmsg_set(reterr_msg, -EXDEV, "cannot open volume %s or its snapshot directory on the partition",
+			       v->name);
+		goto out;
+	}
+	p.src_fd = sfd;
+	p.dst_fd = dfd;
+	p.freeze_fd = fs->root_fd;
+	s->volume_in_use = manager_volume_known_in_use(v, fs, v->mounted || volume_mount_total(v) > 0, use, sizeof(use));
+	/* Always frozen, in use or not: the plugin cannot see every writer (manager-clone.c). */
+	r = clone_tree(&p, &st, &why);
+	if (r < 0) {
+		r = snap_error(m, v, s->name, r, why ? why : errno_str(r), reterr_msg);
+		goto out;
+	}
+	s->state = SNAPSHOT_COMMITTED;
+	s->at = st.at;
+	s->frozen_ms = (uint32_t)((st.frozen_us + 999) / 1000);
+	s->entries = st.files + st.dirs + st.symlinks + st.specials + st.hardlinks;
+	s->bytes = st.bytes;
+	s->cost_known = s->cost_complete = true; /* it shares every block at its instant */
+	s->cost_bytes = 0;
+	s->cost_at = st.at;
+	r = snapstore_save(&d, v->name, s);
+	if (r < 0) {
+		r = errmsg_set(reterr_msg, r, "cannot commit the snapshot's record: %s", errno_str(r));
+		goto out;
+	}
+	log_info("volume %s: snapshot %s taken: %llu entries, %llu bytes shared, %.1f ms frozen, %u freeze(s), %llu "
+		 "bytes carried over%s%s",
+		 v->name, s->name, (unsigned long long)s->entries, (unsigned long long)s->bytes, st.frozen_us / 1000.0,
+		 st.freezes, (unsigned long long)st.delta_bytes, s->volume_in_use ? "; in use: " : "",
+		 s->volume_in_use ? use : "");
+	r = 0;
+out:
+	if (r < 0) {
+		/* Undo exactly what this one did, newest first. */
+		if (made_dir)
+			(void)discard_dir(m, v, fs, d.data_fd, s->name);
+		if (made_record)
+			(void)snapstore_delete(&d, s->name);
+		snapdir_done(&d);
+		if (v->n_snaps == 0)
+			snapstore_prune(fs, v->name);
+		log_warning("volume %s: snapshot %s failed and was rolled back: %s", v->name, s->name,
+			    reterr_msg && *reterr_msg ? *reterr_msg : errno_str(r));
+		return r;
+	}
+	snapdir_done(&d);
+	return 0;
+}
+
+static int create_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
+{
+	SnapArgs *a = userdata;
+	VolumeSnapshot s = { 0 };
+	PartitionDevice dev;
+	PartitionFs *fs;
+	int r;
+
+	if (a->snap)
+		snprintf(s.name, sizeof(s.name), "%s", a->snap);
+	else
+		default_name(s.name, sizeof(s.name), v);
+	s.temporary = a->temporary;
+	if (find_snap(v, s.name))
+		return errmsg_set(reterr_msg, -EEXIST, "volume %s already has a snapshot %s", v->name, s.name);
+	if (v->n_snaps >= SNAPSHOTS_PER_VOLUME_MAX)
+		return errmsg_set(reterr_msg, -EDQUOT,
+				  "volume %s has %zu snapshots, the most one volume may have; remove one first ('nvmevol "
+				  "volume snapshot-rm %s SNAPSHOT')",
+				  v->name, v->n_snaps, v->name);
+	fs = writable_fs(m, v, "snapshot", reterr_msg);
+	if (!fs)
+		return -ENODEV;
+	partition_device_snapshot(m->pool, v->part, &dev);
+	if (dev.has_xfs && !dev.xfs.reflink) {
+		partition_fs_put(fs);
+		return errmsg_set(reterr_msg, -EOPNOTSUPP,
+				  "cannot snapshot volume %s: its partition was made without reflink (xfs_info shows "
+				  "reflink=0), so a snapshot could not share its blocks. Use a partition made with "
+				  "mkfs.xfs -m reflink=1",
+				  v->name);
+	}
+	r = take(m, v, fs, &s, reterr_msg);
+	partition_fs_put(fs);
+	if (r < 0)
+		return r;
+	r = change_snaps(m, v, &s, NULL);
+	if (r < 0)
+		/* On disk and committed: listed after the next start. */
+		return errmsg_set(reterr_msg, r, "snapshot %s of %s was taken, but is listed only after a restart: %s",
+				  s.name, v->name, errno_str(r));
+	a->result = json_pack("{s:s,s:o}", "volume", v->name, "snapshot", snap_json(&s));
+	return a->result ? 0 : -ENOMEM;
+}
+
+int manager_snapshot_create(Manager *m, const char *name, const char *snap, json_t **ret_result, char **reterr_msg)
+{
+	SnapArgs a = { .snap = snap };
+	int r;
+
+	if (snap && !volume_name_is_valid(snap))
+		return errmsg_set(reterr_msg, -EINVAL, "invalid snapshot name '%s': 2 to 128 characters from "
+				  "[A-Za-z0-9_.-], starting with a letter or digit", snap);
+	r = manager_run_on_volume(m, name, false, create_fn, &a, reterr_msg);
+	if (r < 0) {
+		json_decref(a.result);
+		return r;
+	}
+	*ret_result = a.result;
+	return 0;
+}
+
+/* ---- list, with costs ---- */
+
+typedef struct CostJob {
+	char name[VOLUME_NAME_MAX + 1];
+	CloneCost cost;
+	bool measured;
+} CostJob;
+
+/* Measures each snapshot of @v against the volume, SNAPSHOT_COST_BUDGET_MS in all; no op_lock held. */
+static void measure_costs(Manager *m, Volume *v, CostJob *jobs, size_t n)
+{
+	uint64_t start = freeze_now_us(), spent_ms;
+	_cleanup_close_ int live = -EBADF;
+	SnapDir d = SNAPDIR_NULL;
+	PartitionFs *fs;
+
+	fs = v->index_only ? NULL : partition_fs_get(m->pool, v->part);
+	if (!fs)
+		return;
+	live = openat(fs->volumes_fd, v->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (live >= 0 && snapstore_open(fs, v->name, false, &d) == 0)
+		for (size_t i = 0; i < n; i++) {
+			_cleanup_close_ int sfd = -EBADF;
+			_cleanup_free_ char *err = NULL;
+
+			spent_ms = (freeze_now_us() - start) / 1000;
+			if (spent_ms >= SNAPSHOT_COST_BUDGET_MS)
+				break;
+			sfd = openat(d.data_fd, jobs[i].name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			/* What is left of the budget, shared fairly by the snapshots still to measure. */
+			if (sfd >= 0 &&
+			    clone_cost(sfd, live, (unsigned)((SNAPSHOT_COST_BUDGET_MS - spent_ms) / (n - i)), &jobs[i].cost,
+				       &err) == 0)
+				jobs[i].measured = true;
+		}
+	snapdir_done(&d);
+	partition_fs_put(fs);
+}
+
+int manager_snapshot_list(Manager *m, const char *name, json_t **ret_result, char **reterr_msg)
+{
+	_cleanup_(volume_unrefp) Volume *v = NULL;
+	_cleanup_free_ CostJob *jobs = NULL;
+	size_t n;
+	json_t *arr, *j;
+
+	if (!volume_name_is_valid(name))
+		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
+	v = registry_lookup(m->reg, name);
+	if (!v)
+		return errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", name);
+	registry_read_lock(m->reg);
+	n = v->n_snaps;
+	jobs = calloc(n ? n : 1, sizeof(*jobs));
+	for (size_t i = 0; jobs && i < n; i++)
+		snprintf(jobs[i].name, sizeof(jobs[i].name), "%s", v->snaps[i].name);
+	registry_unlock(m->reg);
+	if (!jobs)
+		return errmsg_set(reterr_msg, -ENOMEM, "out of memory");
+	measure_costs(m, v, jobs, n);
+
+	/* The cost fields are a cache: written under the registry lock alone (volume.h). */
+	registry_write_lock(m->reg);
+	for (size_t i = 0; i < n; i++) {
+		VolumeSnapshot *s = jobs[i].measured ? find_snap(v, jobs[i].name) : NULL;
+
+		if (!s)
+			continue;
+		s->cost_known = true;
+		s->cost_complete = jobs[i].cost.complete;
+		s->cost_bytes = jobs[i].cost.unshared_bytes;
+		s->cost_at = (int64_t)time(NULL);
+	}
+	arr = json_array();
+	for (size_t i = 0; arr && i < v->n_snaps; i++)
+		json_array_append_new(arr, snap_json(&v->snaps[i]));
+	registry_unlock(m->reg);
+	j = arr ? json_pack("{s:s,s:o,s:i}", "volume", name, "snapshots", arr, "max", SNAPSHOTS_PER_VOLUME_MAX) : NULL;
+	if (!j)
+		return errmsg_set(reterr_msg, -ENOMEM, "out of memory");
+	*ret_result = j;
+	return 0;
+}
+
+/* ---- exports: the bookkeeping ---- */
+
+static void export_mount_name(const char *token, char buf[static 32])
+{
+	snprintf(buf, 32, ".export-%s", token);
+}
+
+/* Takes the binds of exports of @volume's @snap (NULL: any with @token) away and forgets them. */
+static void drop_exports_matching(Manager *m, const char *volume, const char *snap, const char *token,
+				  ManagerExport *ret_one)
+{
+	pthread_mutex_lock(&m->export_lock);
+	for (size_t i = 0; i < m->n_exports;) {
+		ManagerExport *e = &m->exports[i];
+		char mnt[32];
+
+		if (!streq(e->volume, volume) || (snap && !streq(e->snapshot, snap)) || (token && !streq(e->token, token))) {
+			i++;
+			continue;
+		}
+		export_mount_name(e->token, mnt);
+		(void)bind_unmount(m->binds, mnt);
+		if (ret_one)
+			*ret_one = *e;
+		m->exports[i] = m->exports[--m->n_exports];
+	}
+	pthread_mutex_unlock(&m->export_lock);
+}
+
+static void drop_exports(Manager *m, const char *volume, const char *snap)
+{
+	drop_exports_matching(m, volume, snap, NULL, NULL);
+}
+
+/* ---- remove ---- */
+
+static int unknown_snapshot(Volume *v, const char *snap, char **reterr_msg)
+{
+	return errmsg_set(reterr_msg, -ENOENT, "volume %s has no snapshot %s (list them with 'nvmevol volume snapshots %s')",
+			  v->name, snap, v->name);
+}
+
+static int remove_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
+{
+	SnapArgs *a = userdata;
+	VolumeSnapshot *cur = find_snap(v, a->snap), s;
+	SnapDir d = SNAPDIR_NULL;
+	PartitionFs *fs;
+	int r;
+
+	if (!cur)
+		return unknown_snapshot(v, a->snap, reterr_msg);
+	s = *cur;
+	fs = writable_fs(m, v, "remove a snapshot of", reterr_msg);
+	if (!fs)
+		return -ENODEV;
+	r = snapstore_open(fs, v->name, false, &d);
+	if (r < 0) {
+		r = errmsg_set(reterr_msg, r, "cannot open nvmevol/snapshots/%s: %s", v->name, errno_str(r));
+		goto out;
+	}
+	drop_exports(m, v->name, s.name);
+	/* The commit point: from here on start-up finishes the remove. */
+	s.state = SNAPSHOT_REMOVING;
+	r = snapstore_save(&d, v->name, &s);
+	if (r < 0) {
+		r = errmsg_set(reterr_msg, r, "cannot write the snapshot's record: %s", errno_str(r));
+		goto out;
+	}
+	r = discard_dir(m, v, fs, d.data_fd, s.name);
+	if (r < 0) {
+		r = errmsg_set(reterr_msg, r, "cannot move snapshot %s to the trash (its removal is finished at the next "
+			       "start): %s", s.name, errno_str(r));
+		goto out;
+	}
+	r = snapstore_delete(&d, s.name);
+	if (r < 0)
+		log_warning_errno(r, "volume %s: cannot delete the record of removed snapshot %s (deleted at the next start)",
+				  v->name, s.name);
+	r = change_snaps(m, v, NULL, s.name);
+	if (r < 0) {
+		r = errmsg_set(reterr_msg, r, "snapshot %s was removed, but is still listed until a restart", s.name);
+		goto out;
+	}
+	snapdir_done(&d);
+	if (v->n_snaps == 0)
+		snapstore_prune(fs, v->name);
+	log_info("volume %s: snapshot %s removed", v->name, s.name);
+	a->result = json_pack("{s:s,s:s,s:s}", "volume", v->name, "snapshot", s.name, "result", "removed");
+	r = a->result ? 0 : -ENOMEM;
+out:
+	snapdir_done(&d);
+	partition_fs_put(fs);
+	return r;
+}
+
+static int run_on_snapshot(Manager *m, const char *name, const char *snap, ManagerVolumeFn fn, json_t **ret_result,
+			   char **reterr_msg)
+{
+	SnapArgs a = { .snap = snap };
+	int r;
+
+	if (!snap || !volume_name_is_valid(snap))
+		return errmsg_set(reterr_msg, -EINVAL, "invalid snapshot name '%s': 2 to 128 characters from "
+				  "[A-Za-z0-9_.-], starting with a letter or digit", snap ? snap : "");
+	r = manager_run_on_volume(m, name, false, fn, &a, reterr_msg);
+	if (r < 0) {
+		json_decref(a.result);
+		return r;
+	}
+	*ret_result = a.result;
+	return 0;
+}
+
+int manager_snapshot_remove(Manager *m, const char *name, const char *snap, json_t **ret_result, char **reterr_msg)
+{
+	return run_on_snapshot(m, name, snap, remove_fn, ret_result, reterr_msg);
+}
+
+/* ---- rollback ---- */
+
+/* Builds the snapshot's copy in snapshots/<volume>/rollback, in the volume's project. */
+static int build_rollback(Manager *m, Volume *v, PartitionFs *fs, SnapDir *d, const VolumeSnapshot *s,
+			  char **reterr_msg)
+{
+	_cleanup_close_ int sfd = -EBADF, rfd = -EBADF;
+	_cleanup_free_ char *why = NULL;
+	CloneParams p = { .freeze_fd = -EBADF, .mem_max = m->cfg->clone_memory_mb << 20 };
+	CloneStats st = { 0 };
+	uint64_t tagged = 0;
+	int r;
+
+	sfd = openat(d->data_fd, s->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (sfd < 0)
+		return errmsg_set(reterr_msg, negative_errno(), "cannot open snapshot %s: %s", s->name, errno_str(errno));
+	if (mkdirat(d->vol_fd, SNAPSTORE_ROLLBACK, 0700) < 0)
+		return errmsg_set(reterr_msg, negative_errno(), "cannot make nvmevol/snapshots/%s/" SNAPSTORE_ROLLBACK ": %s",
+				  v->name, errno_str(errno));
+	rfd = openat(d->vol_fd, SNAPSTORE_ROLLBACK, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (rfd < 0)
+		return errmsg_set(reterr_msg, negative_errno(), "cannot open the rollback's directory: %s", errno_str(errno));
+	/* Nothing writes to a snapshot: no freeze. Its files come in project 0 and are charged below. */
+	p.src_fd = sfd;
+	p.dst_fd = rfd;
+	r = clone_tree(&p, &st, &why);
+	if (r < 0)
+		return errmsg_set(reterr_msg, r, "cannot copy snapshot %s: %s", s->name, why ? why : errno_str(r));
+	if (v->projid) {
+		/*
+		 * Tagged as root (CAP_FOWNER): XFS lets the charge pass a hard limit,
+		 * so a rollback never fails for the moment the volume holds both states.
+		 */
+		r = sizelimit_tag_tree(fs, rfd, v->projid, &tagged, reterr_msg);
+		if (r < 0)
+			return r;
+		if (syncfs(rfd) < 0)
+			return errmsg_set(reterr_msg, negative_errno(), "cannot sync the partition: %s", errno_str(errno));
+	}
+	return 0;
+}
+
+static void restore_root_times(int from_dir, const char *from, int to_dir, const char *to)
+{
+	struct stat st;
+
+	if (fstatat(from_dir, from, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		(void)utimensat(to_dir, to, (const struct timespec[2]){ st.st_atim, st.st_mtim }, AT_SYMLINK_NOFOLLOW);
+}
+
+static int rollback_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
+{
+	SnapArgs *a = userdata;
+	VolumeSnapshot *s = find_snap(v, a->snap);
+	SnapDir d = SNAPDIR_NULL;
+	char use[PATH_MAX + 128] = "", entry[TRASH_ENTRY_MAX];
+	PartitionFs *fs;
+	uint64_t t0 = freeze_now_us();
+	bool in_use;
+	int r;
+
+	if (!s)
+		return unknown_snapshot(v, a->snap, reterr_msg);
+	if (s->data_missing)
+		return errmsg_set(reterr_msg, -ENOENT, "snapshot %s of volume %s has lost its data directory; it cannot "
+				  "be rolled back to", s->name, v->name);
+	fs = writable_fs(m, v, "roll back", reterr_msg);
+	if (!fs)
+		return -ENODEV;
+	/* From the kernel, as a clone decides it: the plugin's count, or a bind seen in a mount namespace. */
+	in_use = manager_volume_known_in_use(v, fs, v->mounted || volume_mount_total(v) > 0, use, sizeof(use));
+	if (in_use) {
+		r = errmsg_set(reterr_msg, -EBUSY,
+			       "cannot roll volume %s back while it is in use: %s. Stop the containers that use it, then "
+			       "roll back (take a snapshot first if you want to keep its present state)",
+			       v->name, use);
+		goto out;
+	}
+	r = snapstore_open(fs, v->name, false, &d);
+	if (r < 0) {
+		r = errmsg_set(reterr_msg, r, "cannot open nvmevol/snapshots/%s: %s", v->name, errno_str(r));
+		goto out;
+	}
+	/* A leftover of an interrupted rollback is never the live volume. */
+	(void)discard_dir(m, v, fs, d.vol_fd, SNAPSTORE_ROLLBACK);
+	r = build_rollback(m, v, fs, &d, s, reterr_msg);
+	if (r < 0) {
+		(void)discard_dir(m, v, fs, d.vol_fd, SNAPSTORE_ROLLBACK);
+		goto out;
+	}
+	/* The commit point: one atomic swap. The previous state is now in rollback/. */
+	if (renameat2(d.vol_fd, SNAPSTORE_ROLLBACK, fs->volumes_fd, v->name, RENAME_EXCHANGE) < 0) {
+		r = errmsg_set(reterr_msg, negative_errno(), "cannot swap volume %s with its rollback: %s", v->name,
+			       errno_str(errno));
+		(void)discard_dir(m, v, fs, d.vol_fd, SNAPSTORE_ROLLBACK);
+		goto out;
+	}
+	if (fsync(fs->volumes_fd) < 0 || fsync(d.vol_fd) < 0)
+		log_warning_errno(errno, "volume %s: cannot sync the rollback's rename", v->name);
+	/* A directory moved to another parent gets new times (its ".." changed): the snapshot's, again. */
+	restore_root_times(d.data_fd, s->name, fs->volumes_fd, v->name);
+	/*
+	 * The previous state is deleted now, under op_lock (the volume is not in
+	 * use): while it exists it is charged to the volume's project too.
+	 */
+	r = trash_move_in(fs, d.vol_fd, SNAPSTORE_ROLLBACK, entry);
+	if (r == 0) {
+		PartitionInfo info;
+
+		(void)fsync(fs->trash_fd);
+		(void)fsync(d.vol_fd);
+		if (rm_rf_at(fs->trash_fd, entry) < 0) {
+			partition_snapshot(m->pool, v->part, &info);
+			(void)trash_enqueue(m->trash, fs, info.uuid, entry);
+		}
+	} else
+		log_warning_errno(r, "volume %s: the state before the rollback stays in nvmevol/snapshots/%s/" SNAPSTORE_ROLLBACK
+				  " until the next start", v->name, v->name);
+	log_info("volume %s: rolled back to snapshot %s in %.1f ms", v->name, s->name, (freeze_now_us() - t0) / 1000.0);
+	a->result = json_pack("{s:s,s:s,s:s}", "volume", v->name, "snapshot", s->name, "result", "rolled back");
+	r = a->result ? 0 : -ENOMEM;
+out:
+	snapdir_done(&d);
+	partition_fs_put(fs);
+	return r;
+}
+
+int manager_rollback(Manager *m, const char *name, const char *snap, json_t **ret_result, char **reterr_msg)
+{
+	return run_on_snapshot(m, name, snap, rollback_fn, ret_result, reterr_msg);
+}
+
+/* ---- export ---- */
+
+static int export_open_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
+{
+	SnapArgs *a = userdata;
+	_cleanup_close_ int src = -EBADF;
+	ManagerExport e = { 0 };
+	SnapDir d = SNAPDIR_NULL;
+	VolumeSnapshot *s;
+	PartitionFs *fs = NULL;
+	uint64_t rnd = 0;
+	char mnt[32], temp[32];
+	int r;
+
+	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+		return errmsg_set(reterr_msg, -EIO, "cannot draw a random export token");
+	snprintf(e.token, sizeof(e.token), "%016llx", (unsigned long long)rnd);
+	snprintf(e.volume, sizeof(e.volume), "%s", v->name);
+	if (!a->snap) {
+		/* One instant, in use or not: a temporary snapshot, the frozen path. */
+		SnapArgs t = { .snap = temp, .temporary = true };
+
+		snprintf(temp, sizeof(temp), "export-%s", e.token);
+		r = create_fn(m, v, &t, reterr_msg);
+		json_decref(t.result);
+		if (r < 0)
+			return r;
+		e.temporary = true;
+	}
+	snprintf(e.snapshot, sizeof(e.snapshot), "%s", a->snap ? a->snap : temp);
+	s = find_snap(v, e.snapshot);
+	if (!s) {
+		r = unknown_snapshot(v, e.snapshot, reterr_msg);
+		goto fail;
+	}
+	if (s->data_missing) {
+		r = errmsg_set(reterr_msg, -ENOENT, "snapshot %s of volume %s has lost its data directory", s->name, v->name);
+		goto fail;
+	}
+	fs = writable_fs(m, v, "export", reterr_msg);
+	if (!fs) {
+		r = -ENODEV;
+		goto fail;
+	}
+	r = snapstore_open(fs, v->name, false, &d);
+	if (r == 0) {
+		src = openat(d.data_fd, s->name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		r = src < 0 ? negative_errno() : 0;
+	}
+	snapdir_done(&d);
+	if (r < 0) {
+		r = errmsg_set(reterr_msg, r, "cannot open snapshot %s: %s", s->name, errno_str(r));
+		goto fail;
+	}
+	export_mount_name(e.token, mnt);
+	r = bind_mount_dir(m->binds, mnt, src, MOUNT_BIND_RDONLY | MOUNT_BIND_NOSUID | MOUNT_BIND_NODEV, reterr_msg);
+	if (r < 0)
+		goto fail;
+	pthread_mutex_lock(&m->export_lock);
+	r = GROW_ARRAY(m->exports, m->cap_exports, m->n_exports + 1, 4);
+	if (r >= 0)
+		m->exports[m->n_exports++] = e;
+	pthread_mutex_unlock(&m->export_lock);
+	if (r < 0) {
+		(void)bind_unmount(m->binds, mnt);
+		r = errmsg_set(reterr_msg, -ENOMEM, "out of memory");
+		goto fail;
+	}
+	a->result = json_pack("{s:s,s:s,s:b,s:s,s:s,s:s}", "volume", v->name, "snapshot", e.snapshot, "temporary",
+			      e.temporary, "token", e.token, "mount", mnt, "propagated_mount", m->cfg->propagated_mount);
+	partition_fs_put(fs);
+	log_info("volume %s: snapshot %s bound read-only for an export (token %s)", v->name, e.snapshot, e.token);
+	return a->result ? 0 : -ENOMEM;
+fail:
+	partition_fs_put(fs);
+	if (e.temporary) {
+		SnapArgs t = { .snap = temp };
+		_cleanup_free_ char *ignored = NULL;
+
+		(void)remove_fn(m, v, &t, &ignored);
+		json_decref(t.result);
+	}
+	return r;
+}
+
+int manager_export_open(Manager *m, const char *name, const char *snap, json_t **ret_result, char **reterr_msg)
+{
+	SnapArgs a = { .snap = snap };
+	int r;
+
+	if (snap && !volume_name_is_valid(snap))
+		return errmsg_set(reterr_msg, -EINVAL, "invalid snapshot name '%s'", snap);
+	r = manager_run_on_volume(m, name, false, export_open_fn, &a, reterr_msg);
+	if (r < 0) {
+		json_decref(a.result);
+		return r;
+	}
+	*ret_result = a.result;
+	return 0;
+}
+
+static int export_close_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
+{
+	SnapArgs *a = userdata;
+	ManagerExport e = { 0 };
+	int r = 0;
+
+	drop_exports_matching(m, v->name, NULL, a->token, &e);
+	if (!e.token[0])
+		return errmsg_set(reterr_msg, -ENOENT, "volume %s has no export %s (it ended, or the plugin restarted)",
+				  v->name, a->token);
+	if (e.temporary && find_snap(v, e.snapshot)) {
+		SnapArgs t = { .snap = e.snapshot };
+
+		r = remove_fn(m, v, &t, reterr_msg);
+		json_decref(t.result);
+	}
+	if (r < 0)
+		return r;
+	a->result = json_pack("{s:s,s:s,s:s}", "volume", v->name, "token", e.token, "result", "closed");
+	return a->result ? 0 : -ENOMEM;
+}
+
+int manager_export_close(Manager *m, const char *name, const char *token, json_t **ret_result, char **reterr_msg)
+{
+	SnapArgs a = { .token = token };
+	int r;
+
+	r = manager_run_on_volume(m, name, false, export_close_fn, &a, reterr_msg);
+	if (r < 0) {
+		json_decref(a.result);
+		return r;
+	}
+	*ret_result = a.result;
+	return 0;
+}
+
+/* ---- loading and recovery ---- */
+
+typedef struct LoadCtx {
+	Volume *v;
+} LoadCtx;
+
+static void damaged_record(const char *file, const char *why, void *userdata)
+{
+	LoadCtx *c = userdata;
+
+	log_error("volume %s: snapshot record nvmevol/snapshots/%s/meta/%s is unreadable (%s); it is ignored and "
+		  "its data, if any, kept", c->v->name, c->v->name, file, why);
+}
+
+static int orphan_data(const char *name, void *userdata)
+{
+	LoadCtx *c = userdata;
+
+	log_warning("volume %s: nvmevol/snapshots/%s/data/%s has no snapshot record; left alone (not a snapshot)",
+		    c->v->name, c->v->name, name);
+	return 0;
+}
+
+void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover)
+{
+	LoadCtx c = { .v = v };
+	SnapDir d = SNAPDIR_NULL;
+	VolumeSnapshot *snaps = NULL;
+	struct stat st;
+	size_t n = 0, k = 0;
+	int r;
+
+	r = snapstore_open(fs, v->name, false, &d);
+	if (r == -ENOENT)
+		return;
+	if (r < 0) {
+		log_error_errno(r, "volume %s: cannot open its snapshots", v->name);
+		return;
+	}
+	r = snapstore_load(&d, v->name, damaged_record, &c, &snaps, &n);
+	if (r < 0) {
+		log_error_errno(r, "volume %s: cannot read its snapshot records", v->name);
+		snapdir_done(&d);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		VolumeSnapshot *s = &snaps[i];
+
+		if (s->state == SNAPSHOT_COMMITTED && !(s->temporary && recover)) {
+			if (s->data_missing)
+				log_error("volume %s: snapshot %s is committed but its data directory is missing; listed "
+					  "with that problem until it is removed", v->name, s->name);
+			snaps[k++] = *s;
+			continue;
+		}
+		/*
+		 * Pending: never committed. Removing: committed for removal. Temporary:
+		 * its export ended with the process that served it. Either way its data goes.
+		 */
+		if (!recover)
+			continue; /* not listed; settled at the next start */
+		log_info("volume %s: snapshot %s was %s; deleting it", v->name, s->name,
+			 s->state == SNAPSHOT_PENDING ? "interrupted before its commit"
+			 : s->state == SNAPSHOT_REMOVING ? "interrupted in its removal" : "taken for an export that ended");
+		if (discard_dir(m, v, fs, d.data_fd, s->name) == 0)
+			(void)snapstore_delete(&d, s->name);
+	}
+	if (recover) {
+		(void)snapstore_foreach_orphan(&d, snaps, k, orphan_data, &c);
+		if (fstatat(d.vol_fd, SNAPSTORE_ROLLBACK, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+			log_info("volume %s: deleting what an interrupted rollback left (never the live volume)", v->name);
+			(void)discard_dir(m, v, fs, d.vol_fd, SNAPSTORE_ROLLBACK);
+		}
+	}
+	snapdir_done(&d);
+	if (k == 0) {
+		free(snaps);
+		snaps = NULL;
+		if (recover)
+			snapstore_prune(fs, v->name);
+	}
+	set_snaps(m, v, snaps, k);
+}
