@@ -18,10 +18,14 @@
 #                 Environment= lines of the drop-in nvmevol.service.d/settings.conf,
 #                 then systemctl enable --now (unless --no-enable, or systemd
 #                 does not run). Refused while a managed plugin NAME exists.
+#                 Docker finds the service by its socket under the name
+#                 nvmevol, and by the spec file --spec-dir/nvmevol:latest.spec
+#                 (default /etc/docker/plugins) under the managed plugin's
+#                 name, which Docker keeps for the volumes made through it
 #                 Volumes and their data stay where they are: see
 #                 "As a host service" in README.md for the move between modes
-#   --uninstall   stop and disable the host service, remove its unit and
-#                 drop-in; the command, the state (/var/lib/nvmevol), the
+#   --uninstall   stop and disable the host service, remove its unit,
+#                 drop-in and spec file; the command, the state (/var/lib/nvmevol), the
 #                 volumes and their data stay
 #   --build       run plugin/build.sh first (with --binary PATH if given)
 #   --replace     if NAME exists: docker plugin disable -f and rm -f it first
@@ -61,6 +65,8 @@ MAN=1
 LEGACY=/var/lib/nvmevol
 HOST=
 UNIT_DIR=/etc/systemd/system
+SPEC_DIR=/etc/docker/plugins
+HOST_SOCKET=/run/docker/plugins/nvmevol/nvmevol.sock
 BINARY=
 BUILD_ARGS=()
 SETTINGS=()
@@ -76,6 +82,7 @@ while [ $# -gt 0 ]; do
         --host) HOST=install; shift ;;
         --uninstall) HOST=uninstall; shift ;;
         --unit-dir) UNIT_DIR=$2; shift 2 ;;
+        --spec-dir) SPEC_DIR=$2; shift 2 ;;
         --cli) CLI=$2; shift 2 ;;
         --no-cli) CLI=; shift ;;
         --no-man) MAN=0; shift ;;
@@ -179,7 +186,11 @@ install_host() {
         } >"$dropin/settings.conf.new"
         mv -f "$dropin/settings.conf.new" "$dropin/settings.conf"
     fi
-    echo "installed $unit and $dropin/settings.conf"
+    # Volumes made through the managed plugin are "nvmevol:latest" in Docker's
+    # records: a spec file of that name leads Docker to the service after a move.
+    mkdir -p "$SPEC_DIR"
+    echo "unix://$HOST_SOCKET" >"$SPEC_DIR/nvmevol:latest.spec"
+    echo "installed $unit, $dropin/settings.conf and $SPEC_DIR/nvmevol:latest.spec"
     if ! systemd_runs; then
         echo "install.sh: systemd does not run here: start $CLI with the unit's Environment= yourself"
     elif [ "$ENABLE" = 1 ]; then
@@ -196,7 +207,7 @@ uninstall_host() {
     if systemd_runs && [ -f "$unit" ]; then
         systemctl disable --now nvmevol.service
     fi
-    rm -f "$unit" "$dropin/settings.conf"
+    rm -f "$unit" "$dropin/settings.conf" "$SPEC_DIR/nvmevol:latest.spec"
     rmdir "$dropin" 2>/dev/null || true
     systemd_runs && systemctl daemon-reload
     echo "removed $unit; kept $CLI, the state in /var/lib/nvmevol and every volume on its partition"

@@ -120,7 +120,10 @@ static void twin_init(void)
 	twin = tb;
 	twin.n_parts = 0; /* the partitions are tb's to detach */
 	twin.pid = -1;
-	snprintf(twin.sock, sizeof(twin.sock), "%s/twin.sock", tb.dir);
+	/* A directory of its own: the admin socket goes beside the plugin socket. */
+	snprintf(twin.sock, sizeof(twin.sock), "%s/twin", tb.dir);
+	cr_assert(mkdir(twin.sock, 0700) == 0 || errno == EEXIST);
+	snprintf(twin.sock, sizeof(twin.sock), "%s/twin/s.sock", tb.dir);
 	snprintf(twin.state, sizeof(twin.state), "%s/twin-state", tb.dir);
 	snprintf(twin.prop, sizeof(twin.prop), "%s/twin-prop", tb.dir);
 	snprintf(twin.parts_root, sizeof(twin.parts_root), "%s/twin-parts", tb.dir);
@@ -229,4 +232,25 @@ Test(host, one_instance_per_partition_and_the_move_between_modes)
 	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"moved\"}"), 0, "%s", client_err(&rep));
 	cr_assert_eq(json_integer_value(json_object_get(json_object_get(json_object_get(rep.json, "Volume"), "Status"),
 						       "mount_count")), 1, "%s", rep.body);
+}
+
+Test(host, a_second_instance_on_the_same_socket_leaves_it_alone)
+{
+	char *log;
+
+	twin_init();
+	/* Same socket path as the running one (a unit started twice by hand): refused before anything else. */
+	snprintf(twin.sock, sizeof(twin.sock), "%s", tb.sock);
+	snprintf(twin.parts_root, sizeof(twin.parts_root), "%s/twin-parts-none", tb.dir);
+	cr_assert_eq(testbed_spawn(&twin, host_env), 0);
+	for (int i = 0; i < 100 && waitpid(twin.pid, NULL, WNOHANG) == 0; i++)
+		usleep(100 * 1000);
+	cr_assert_eq(kill(twin.pid, 0), -1, "the second instance runs on the first one's socket");
+	twin.pid = -1;
+	log = testbed_log_text(&twin);
+	cr_assert(strstr(log, "cannot listen on") && strstr(log, "Address already in use"), "%s", log);
+	free(log);
+	no_mounts_below(twin.parts_root);
+	/* The running one still answers on its socket. */
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"still\"}"), 0, "%s", client_err(&rep));
 }

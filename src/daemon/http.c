@@ -32,6 +32,19 @@ typedef struct Request {
 	bool too_big;
 } Request;
 
+/* -EADDRINUSE when a process listens on @sa (a running instance keeps its socket), else 0. */
+static int socket_in_use(const struct sockaddr_un *sa)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), r;
+
+	if (fd < 0)
+		return negative_errno();
+	/* Non-blocking: a full backlog answers EAGAIN instead of waiting, and means in use too. */
+	r = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 || errno == EAGAIN ? -EADDRINUSE : 0;
+	(void)close(fd);
+	return r;
+}
+
 int http_server_listen(const char *path, HttpServer **ret)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -48,6 +61,9 @@ int http_server_listen(const char *path, HttpServer **ret)
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode))
 			return -EEXIST;
+		r = socket_in_use(&sa);
+		if (r < 0)
+			return r;
 		(void)unlink(path);
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

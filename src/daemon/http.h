@@ -40,7 +40,9 @@ typedef struct HttpResponse {
 typedef void (*HttpHandler)(void *userdata, const HttpRequest *req, HttpResponse *ret);
 
 /*
- * Creates, binds and listens on the unix socket @path (mode 0600). Connections
+ * Creates, binds and listens on the unix socket @path (mode 0600), replacing a
+ * socket left there that nobody answers on (-EADDRINUSE if somebody does: a
+ * running instance keeps its socket). Connections
  * queue in the backlog until http_server_start(): Docker's dial succeeds early,
  * and no request is answered before the state is loaded.
  */

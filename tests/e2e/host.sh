@@ -33,7 +33,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=readme.sh
 . "$HERE/readme.sh"
 
-SCENARIOS=(install unit_verify service docker podman shared restart rootless uninstall)
+SCENARIOS=(install unit_verify service docker podman shared restart rootless exclusive uninstall move)
 
 IMG=nvmevol-e2e/busybox:latest
 NSBIN=$E2E_WORK/ns-usr-local-bin
@@ -77,7 +77,9 @@ svc_start() {
     exec=$(unit_values ExecStart | tail -n 1)
     # The view's /usr/local/bin holds the command the README installed.
     exec=$NSBIN/${exec#/usr/local/bin/}
-    ( setsid env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "${env[@]}" NVMEVOL_STATE_DIR="$SVC_STATE" \
+    # Not the caller's descriptors (flock(1)'s lock on /work/docker.lock): a service outlives the test.
+    ( for v in /proc/$BASHPID/fd/*; do v=${v##*/}; [ "$v" -gt 2 ] && eval "exec $v>&-"; done
+      setsid env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "${env[@]}" NVMEVOL_STATE_DIR="$SVC_STATE" \
         unshare --net setpriv --no-new-privs --bounding-set "-all,$caps" -- "$exec" \
         >>"$SVC_LOG" 2>&1 </dev/null & echo $! >"$SVC_PIDFILE" )
     for i in $(seq 1 100); do
@@ -169,6 +171,9 @@ cleanup_host() {
         umount "$m" 2>/dev/null || umount -l "$m"
     done
     rm -rf /run/docker/plugins/nvmevol
+    rm -f "/etc/docker/plugins/nvmevol:latest.spec"
+    rmdir /etc/docker/plugins 2>/dev/null
+    return 0
 }
 
 setup() {
@@ -241,7 +246,7 @@ scenario_service() {
 scenario_docker() {
     run_readme host-use
     check_readme host-use
-    e2e_eq "Docker lists it with the service as its driver" "nvmevol" \
+    e2e_eq "Docker records it under the managed plugin's name (the spec file), as the README says" "nvmevol:latest" \
         "$(docker volume inspect -f '{{.Driver}}' hostdata 2>&1)"
     e2e_match "nvmevol status (README) lists hostdata" '^hostdata +ready' "${OUTS[1]}"
     docker run -d --name holder --network none -v hostdata:/data "$IMG" sleep 600 >/dev/null
@@ -273,7 +278,9 @@ scenario_podman() {
 }
 
 scenario_shared() {
-    docker volume create -d nvmevol both >/dev/null
+    docker volume create -d nvmevol:latest both >/dev/null
+    # By the socket's name: Docker records "nvmevol", which only the service answers to.
+    docker volume create -d nvmevol plainname >/dev/null
     e2e_check "a Docker container writes to 'both'" \
         docker run --rm --network none -v both:/data "$IMG" sh -c 'echo from-docker >/data/f'
     e2e_check "podman volume reload takes in the service's volumes" "${PODMAN[@]}" volume reload
@@ -321,10 +328,80 @@ scenario_uninstall() {
     svc_stop
     run_readme host-uninstall
     check_readme host-uninstall
-    e2e_check "the unit is gone" test ! -e "$UNITS/nvmevol.service"
+    e2e_check "the unit and the spec file are gone" test ! -e "$UNITS/nvmevol.service" -a ! -e "/etc/docker/plugins/nvmevol:latest.spec"
     e2e_check "the state stays" test -d "$SVC_STATE/index"
     e2e_check "the volumes' data stay on their partitions" \
         sh -c 'cat /run/nvmevol/partitions/*/nvmevol/volumes/both/f | grep -q from-podman'
+}
+
+# in_view COMMAND...: COMMAND in the view (its /usr/local/bin, /var/lib, /etc/systemd/system), from the repository.
+in_view() {
+    printf '%q ' "$@" >"$E2E_WORK/view.sh"
+    in_host_view "$E2E_WORK/view.sh"
+}
+
+# The documented move (README "As a host service"), both ways, with the data.
+# One nvmevol per partition, between the two modes, with Docker.
+scenario_exclusive() {
+    local out pid
+    # While the service runs, the managed plugin on the same partitions refuses to start, and says why.
+    pid=$(svc_pid)
+    docker plugin create nvmevol:latest "$E2E_REPO/plugin/out/nvmevol" >/dev/null &&
+        docker plugin set nvmevol:latest NVMEVOL_LABEL_PREFIX="$PREFIX"
+    out=$(timeout 120 docker plugin enable nvmevol:latest 2>&1)
+    e2e_log "docker plugin enable while the service runs: $out"
+    sleep 1
+    e2e_match "the managed plugin refused to start: its log names the service" \
+        "cannot start: partition ${PREFIX}[01] .* is served by the nvmevol host service \\(pid $pid," \
+        "$(cat "$E2E_DOCKERD_LOG")"
+    docker plugin disable -f nvmevol:latest >/dev/null 2>&1
+    e2e_eq "the service still serves" "from-docker from-podman" \
+        "$(docker run --rm --network none -v both:/data "$IMG" cat /data/f 2>&1 | paste -sd' ')"
+    # While the plugin runs, the service refuses to start, and says why.
+    svc_stop
+    e2e_check "with the service stopped the plugin starts" docker plugin enable nvmevol:latest
+    e2e_check_fails "the service refuses to start while the managed plugin serves" svc_start
+    e2e_match "its log names the managed plugin" "is served by the nvmevol managed Docker plugin" "$(tail -n 5 "$SVC_LOG")"
+    docker plugin disable -f nvmevol:latest >/dev/null
+    docker plugin rm -f nvmevol:latest >/dev/null
+    e2e_check "the plugin gone, the service starts" svc_start
+}
+
+scenario_move() {
+    local out
+    svc_stop
+    # Host service -> managed plugin: plugin/install.sh, which takes in the service's index.
+    out=$(in_view plugin/install.sh --legacy-state "$SVC_STATE" NVMEVOL_LABEL_PREFIX="$PREFIX" 2>&1)
+    e2e_check "to the managed plugin: plugin/install.sh" docker plugin inspect nvmevol:latest
+    e2e_match "it took in the service's index" "importing the volume index of $SVC_STATE" "$out"
+    # Docker keeps the service's client under the name nvmevol until it restarts.
+    e2e_restart_dockerd
+    e2e_eq "a volume Docker knows by the service's name, served by the plugin, data intact" "from-docker from-podman" \
+        "$(docker run --rm --network none -v both:/data "$IMG" cat /data/f 2>&1 | paste -sd' ')"
+    e2e_eq "and the volume Podman used while the service was restarted" "before after" \
+        "$(docker run --rm --network none -v keeper:/data "$IMG" cat /data/f 2>&1 | paste -sd' ')"
+    out=$(docker run --rm --network none -v plainname:/data "$IMG" true 2>&1)
+    e2e_log "a volume Docker recorded as driver nvmevol (the service's socket name), with the managed plugin: $out"
+    docker volume create -d nvmevol:latest fromplugin >/dev/null
+    e2e_check "the plugin makes a volume and writes to it" \
+        docker run --rm --network none -v fromplugin:/data "$IMG" sh -c 'echo from-plugin >/data/f'
+    # Managed plugin -> host service.
+    e2e_check_fails "install.sh --host refuses while the managed plugin is installed" \
+        in_view plugin/install.sh --host --binary "$NV" NVMEVOL_LABEL_PREFIX="$PREFIX"
+    docker plugin disable -f nvmevol:latest >/dev/null
+    docker plugin rm -f nvmevol:latest >/dev/null
+    e2e_check "back to the host service: plugin/install.sh --host" \
+        in_view plugin/install.sh --host --binary "$NV" NVMEVOL_LABEL_PREFIX="$PREFIX"
+    e2e_check "the service starts" svc_start
+    e2e_restart_dockerd
+    e2e_eq "the service serves what the plugin made, data intact" "from-plugin" \
+        "$(call Get '{"Name":"fromplugin"}' >/dev/null && cat /run/nvmevol/partitions/*/nvmevol/volumes/fromplugin/f 2>&1)"
+    e2e_eq "Docker reaches it again by the service's name" "from-docker from-podman" \
+        "$(docker run --rm --network none -v both:/data "$IMG" cat /data/f 2>&1 | paste -sd' ')"
+    e2e_eq "and, by the spec file, a volume Docker recorded under the plugin's name (nvmevol:latest)" "from-plugin" \
+        "$(docker run --rm --network none -v fromplugin:/data "$IMG" cat /data/f 2>&1)"
+    e2e_eq "docker volume ls lists each volume once" "1 1" \
+        "$(docker volume ls -q | grep -cx both) $(docker volume ls -q | grep -cx fromplugin)"
 }
 
 e2e_main "$@"
