@@ -7,6 +7,26 @@
 #                          [--legacy-state DIR] [KEY=VALUE...]
 #        plugin/install.sh --upgrade REF [--name NAME] [--cli PATH | --no-cli] [--no-man]
 #                          [--legacy-state DIR] [KEY=VALUE...]
+#        plugin/install.sh --host [--build] [--binary PATH] [--cli PATH] [--no-man]
+#                          [--unit-dir DIR] [--no-enable] [NVMEVOL_KEY=VALUE...]
+#        plugin/install.sh --uninstall [--unit-dir DIR]
+#   --host        install nvmevol as a host service instead (for Podman, and for
+#                 Docker without a managed plugin): the binary as the command
+#                 (--cli, default /usr/local/bin/nvmevol; --binary PATH, else
+#                 the one plugin/build.sh built), plugin/nvmevol.service in
+#                 --unit-dir (default /etc/systemd/system), the settings as
+#                 Environment= lines of the drop-in nvmevol.service.d/settings.conf,
+#                 then systemctl enable --now (unless --no-enable, or systemd
+#                 does not run). Refused while a managed plugin NAME exists.
+#                 Docker finds the service by its socket under the name
+#                 nvmevol, and by the spec file --spec-dir/nvmevol:latest.spec
+#                 (default /etc/docker/plugins) under the managed plugin's
+#                 name, which Docker keeps for the volumes made through it
+#                 Volumes and their data stay where they are: see
+#                 "As a host service" in README.md for the move between modes
+#   --uninstall   stop and disable the host service, remove its unit,
+#                 drop-in and spec file; the command, the state (/var/lib/nvmevol), the
+#                 volumes and their data stay
 #   --build       run plugin/build.sh first (with --binary PATH if given)
 #   --replace     if NAME exists: docker plugin disable -f and rm -f it first
 #                 (volumes and their data are kept: they live on the XFS
@@ -43,6 +63,11 @@ UPGRADE=
 CLI=/usr/local/bin/nvmevol
 MAN=1
 LEGACY=/var/lib/nvmevol
+HOST=
+UNIT_DIR=/etc/systemd/system
+SPEC_DIR=/etc/docker/plugins
+HOST_SOCKET=/run/docker/plugins/nvmevol/nvmevol.sock
+BINARY=
 BUILD_ARGS=()
 SETTINGS=()
 
@@ -53,12 +78,16 @@ while [ $# -gt 0 ]; do
         --upgrade) UPGRADE=$2; shift 2 ;;
         --name) NAME=$2; shift 2 ;;
         --no-enable) ENABLE=0; shift ;;
-        --binary) BUILD_ARGS+=(--binary "$2"); shift 2 ;;
+        --binary) BUILD_ARGS+=(--binary "$2"); BINARY=$2; shift 2 ;;
+        --host) HOST=install; shift ;;
+        --uninstall) HOST=uninstall; shift ;;
+        --unit-dir) UNIT_DIR=$2; shift 2 ;;
+        --spec-dir) SPEC_DIR=$2; shift 2 ;;
         --cli) CLI=$2; shift 2 ;;
         --no-cli) CLI=; shift ;;
         --no-man) MAN=0; shift ;;
         --legacy-state) LEGACY=$(realpath -m "$2"); shift 2 ;;
-        -h|--help) sed -n '2,35p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *=*) SETTINGS+=("$1"); shift ;;
         *) echo "install.sh: unknown argument: $1" >&2; exit 2 ;;
     esac
@@ -74,10 +103,12 @@ done
 # libraries are Debian's: libmicrohttpd12, libjansson4, libmount1, libblkid1).
 install_cli() {
     [ -n "$CLI" ] || return 0
-    local root id src
-    root=$(docker info -f '{{.DockerRootDir}}')
-    id=$(docker plugin inspect -f '{{.Id}}' "$NAME")
-    src=$root/plugins/$id/rootfs/usr/bin/nvmevol
+    local root id src=${1:-}
+    if [ -z "$src" ]; then
+        root=$(docker info -f '{{.DockerRootDir}}')
+        id=$(docker plugin inspect -f '{{.Id}}' "$NAME")
+        src=$root/plugins/$id/rootfs/usr/bin/nvmevol
+    fi
     mkdir -p "$(dirname "$CLI")"
     install -m 0755 "$src" "$CLI.new"
     mv -f "$CLI.new" "$CLI"
@@ -119,6 +150,73 @@ import_legacy_state() {
     echo "importing the volume index of $LEGACY (nvmevol 0.1) into $NAME"
     "$CLI" state import "$LEGACY" --plugin "$NAME"
 }
+
+# ------------------------------------------------------------ host service
+
+systemd_runs() { [ -d /run/systemd/system ]; }
+
+install_host() {
+    local unit=$UNIT_DIR/nvmevol.service dropin=$UNIT_DIR/nvmevol.service.d s
+    [ -n "$CLI" ] || { echo "install.sh: --host needs the command (--cli PATH): the unit runs it" >&2; exit 2; }
+    # Docker would prefer a managed plugin of that name to the service's socket.
+    if docker plugin inspect "$NAME" >/dev/null 2>&1; then
+        echo "install.sh: the managed plugin $NAME is installed; move its volumes first (README.md, \"As a host service\")" >&2
+        exit 1
+    fi
+    for s in "${SETTINGS[@]}"; do
+        case $s in NVMEVOL_*=*) ;; *) echo "install.sh: --host takes NVMEVOL_KEY=VALUE settings, not $s" >&2; exit 2 ;; esac
+    done
+    if [ -z "$BINARY" ]; then
+        [ "$BUILD" = 1 ] && "$REPO/plugin/build.sh"
+        BINARY=$REPO/plugin/out/nvmevol/rootfs/usr/bin/nvmevol
+        [ -x "$BINARY" ] || { echo "install.sh: $BINARY is not built; run plugin/build.sh (or pass --build)" >&2; exit 1; }
+    fi
+    install_cli "$BINARY"
+    install_man
+    mkdir -p "$dropin"
+    sed "s|^ExecStart=.*|ExecStart=$CLI|" "$REPO/plugin/nvmevol.service" >"$unit.new"
+    chmod 0644 "$unit.new"
+    mv -f "$unit.new" "$unit"
+    # The settings: those given now, else the drop-in stays as it is.
+    if [ "${#SETTINGS[@]}" -gt 0 ] || [ ! -f "$dropin/settings.conf" ]; then
+        {
+            echo "# nvmevol settings (SETTINGS in nvmevol-plugin(7)); then: systemctl restart nvmevol"
+            echo "[Service]"
+            for s in "${SETTINGS[@]}"; do echo "Environment=$s"; done
+        } >"$dropin/settings.conf.new"
+        mv -f "$dropin/settings.conf.new" "$dropin/settings.conf"
+    fi
+    # Volumes made through the managed plugin are "nvmevol:latest" in Docker's
+    # records: a spec file of that name leads Docker to the service after a move.
+    mkdir -p "$SPEC_DIR"
+    echo "unix://$HOST_SOCKET" >"$SPEC_DIR/nvmevol:latest.spec"
+    echo "installed $unit, $dropin/settings.conf and $SPEC_DIR/nvmevol:latest.spec"
+    if ! systemd_runs; then
+        echo "install.sh: systemd does not run here: start $CLI with the unit's Environment= yourself"
+    elif [ "$ENABLE" = 1 ]; then
+        systemctl daemon-reload
+        systemctl enable --now nvmevol.service
+        systemctl --no-pager status nvmevol.service | head -n 3
+    else
+        systemctl daemon-reload
+    fi
+}
+
+uninstall_host() {
+    local unit=$UNIT_DIR/nvmevol.service dropin=$UNIT_DIR/nvmevol.service.d
+    if systemd_runs && [ -f "$unit" ]; then
+        systemctl disable --now nvmevol.service
+    fi
+    rm -f "$unit" "$dropin/settings.conf" "$SPEC_DIR/nvmevol:latest.spec"
+    rmdir "$dropin" 2>/dev/null || true
+    systemd_runs && systemctl daemon-reload
+    echo "removed $unit; kept $CLI, the state in /var/lib/nvmevol and every volume on its partition"
+}
+
+case $HOST in
+    install) install_host; exit 0 ;;
+    uninstall) uninstall_host; exit 0 ;;
+esac
 
 if [ -n "$UPGRADE" ]; then
     docker plugin inspect "$NAME" >/dev/null || exit 1

@@ -93,19 +93,28 @@ static int run_daemon(void)
 		free(err);
 		err = NULL;
 	}
+	/*
+	 * A host service's socket sits in /run/docker/plugins/, which anyone may
+	 * read: a Remove from any local user would delete a volume. Inside the
+	 * managed plugin only Docker (root) reaches it.
+	 */
+	if (cfg->mode == RUN_MODE_HOST)
+		http_server_set_root_only(http, "plugin",
+					  "the nvmevol plugin socket is for root only (Docker or Podman running as root)");
 	r = http_server_start(http, api_http_handler, m, API_CONNECTIONS_MAX);
 	if (r < 0) {
 		log_error_errno(r, "cannot start the HTTP server on %s", cfg->socket_path);
 		goto out;
 	}
 	admin = (Admin){ .manager = m, .cfg = cfg };
+	http_server_set_root_only(admin_http, "admin", "the nvmevol admin socket is for root only: run the command as root");
 	r = http_server_start(admin_http, admin_http_handler, &admin, ADMIN_CONNECTIONS_MAX);
 	if (r < 0) {
 		log_error_errno(r, "cannot start the admin server on %s", cfg->admin_socket_path);
 		goto out;
 	}
-	log_info("serving the Docker volume API on %s and the admin API on %s (version %s)", cfg->socket_path,
-		 cfg->admin_socket_path, PROJECT_VERSION);
+	log_info("serving the Docker volume API on %s and the admin API on %s (version %s, %s mode)", cfg->socket_path,
+		 cfg->admin_socket_path, PROJECT_VERSION, run_mode_to_string(cfg->mode));
 
 	for (;;) {
 		if (sigwait(&mask, &sig) != 0)

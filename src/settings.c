@@ -117,6 +117,24 @@ const char *state_location_to_string(StateLocation l)
 	return l >= 0 && l < _STATE_LOCATION_MAX ? names[l] : "?";
 }
 
+static const char *const run_mode_names[_RUN_MODE_MAX] = {
+	[RUN_MODE_PLUGIN] = "plugin",
+	[RUN_MODE_HOST] = "host",
+};
+
+const char *run_mode_to_string(RunMode m)
+{
+	return m >= 0 && m < _RUN_MODE_MAX ? run_mode_names[m] : "?";
+}
+
+RunMode run_mode_from_string(const char *s)
+{
+	for (size_t i = 0; i < ELEMENTSOF(run_mode_names); i++)
+		if (s && streq(s, run_mode_names[i]))
+			return (RunMode)i;
+	return _RUN_MODE_INVALID;
+}
+
 /* <directory of the plugin socket>/ADMIN_SOCKET_NAME: on the host, Docker's runtime directory of this plugin. */
 static int admin_socket_path(Settings *c, char **reterr_msg)
 {
@@ -142,6 +160,10 @@ int settings_from_env(Settings **ret, char **reterr_msg)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+
+	c->mode = run_mode_from_string(env_or("NVMEVOL_MODE", "plugin"));
+	if (c->mode < 0)
+		return errmsg_set(reterr_msg, -EINVAL, "NVMEVOL_MODE='%s' must be plugin or host", env_or("NVMEVOL_MODE", ""));
 
 	r = absolute_path("NVMEVOL_SOCKET", "/run/docker/plugins/nvmevol.sock", &c->socket_path, reterr_msg);
 	if (r == 0 && getenv("NVMEVOL_STATE_DIR") && *getenv("NVMEVOL_STATE_DIR")) {

@@ -2,6 +2,7 @@
 /* Settings from the environment (the managed plugin's config.json Env, set with `docker plugin set`). */
 #pragma once
 
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,7 +22,19 @@ typedef enum StateLocation {
 
 const char *state_location_to_string(StateLocation l);
 
+/* How this instance runs (NVMEVOL_MODE): what it tells another instance that finds a partition taken. */
+typedef enum RunMode {
+	RUN_MODE_PLUGIN, /* the managed Docker plugin (the default) */
+	RUN_MODE_HOST,   /* a host service (plugin/nvmevol.service): its plugin socket is root-only by SO_PEERCRED too */
+	_RUN_MODE_MAX,
+	_RUN_MODE_INVALID = -EINVAL,
+} RunMode;
+
+const char *run_mode_to_string(RunMode m);
+RunMode run_mode_from_string(const char *s);
+
 typedef struct Settings {
+	RunMode mode;            /* NVMEVOL_MODE: plugin (default) or host */
 	char *socket_path;       /* NVMEVOL_SOCKET */
 	char *admin_socket_path; /* ADMIN_SOCKET_NAME next to the socket: root-only admin endpoints */
 	char *state_dir;         /* NVMEVOL_STATE_DIR, or resolved by statedir_resolve(); must outlive the plugin */

@@ -6,10 +6,10 @@
 #   quota suite in a qemu guest, the end-to-end suite against a real dockerd,
 #   registry and docker-compose, a PostgreSQL cloned under load, a three-node
 #   Docker Swarm in network namespaces, the day-2 operations (install from a
-#   registry, the admin command) against a real dockerd, the self-test drift
-#   under a real throttle, and the monitoring kit (alert rules, dashboard) against
-#   a real Prometheus and node_exporter.
-# Usage: tests/run-all.sh [stage...]    stages: deps build unit asan fuzz reliability drift monitoring qemu e2e compose clone swarm admin
+#   registry, the admin command) against a real dockerd, the host service with
+#   Docker and Podman, the self-test drift under a real throttle, and the
+#   monitoring kit (alert rules, dashboard) against a real Prometheus and node_exporter.
+# Usage: tests/run-all.sh [stage...]    stages: deps build unit asan fuzz reliability drift monitoring qemu e2e compose clone swarm admin host
 # Ends with "N tests, M runs" (distinct tests; unit and asan run the same ones) and one line
 # "N passed, N failed" summing every stage's tests. deps and build are steps, not tests: they count
 # only when they fail. A stage that ran no test fails. With CI=true (.ci/run) a skipped test is a
@@ -96,7 +96,7 @@ stage_deps() {
 		libmicrohttpd-dev libjansson-dev libmount-dev libblkid-dev libcriterion-dev \
 		xfsprogs util-linux fdisk acl attr fio strace valgrind python3 curl jq \
 		qemu-system-x86 cpio kmod busybox-static \
-		docker.io docker-registry docker-compose debootstrap iproute2 \
+		docker.io docker-registry docker-compose debootstrap iproute2 podman libcap2-bin \
 		prometheus prometheus-node-exporter python3-prometheus-client python3-yaml gnuplot-nox scdoc man-db libarchive-tools >/dev/null || return 1
 }
 
@@ -171,9 +171,10 @@ stage_compose() { tests/e2e/compose.sh; }
 stage_clone() { tests/e2e/clone-pg.sh; }
 stage_swarm() { tests/swarm/run.sh; }
 stage_admin() { tests/e2e/admin.sh; }
+stage_host() { tests/e2e/host.sh; }
 
 STAGES=("$@")
-[ ${#STAGES[@]} -eq 0 ] && STAGES=(deps build unit asan fuzz reliability drift monitoring qemu e2e compose clone swarm admin)
+[ ${#STAGES[@]} -eq 0 ] && STAGES=(deps build unit asan fuzz reliability drift monitoring qemu e2e compose clone swarm admin host)
 T0=$(date +%s)
 for s in "${STAGES[@]}"; do
 	run_stage "$s" "stage_$s"

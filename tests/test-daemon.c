@@ -579,7 +579,10 @@ Test(daemon, second_instance_on_the_same_state_is_refused)
 	Testbed second = tb;
 	char *log;
 
-	snprintf(second.sock, sizeof(second.sock), "%s/s2.sock", tb.dir);
+	/* Its own directory: the admin socket is beside the plugin socket, and a running one's is never taken. */
+	snprintf(second.sock, sizeof(second.sock), "%s/second", tb.dir);
+	cr_assert_eq(mkdir(second.sock, 0700), 0);
+	snprintf(second.sock, sizeof(second.sock), "%s/second/s2.sock", tb.dir);
 	snprintf(second.log, sizeof(second.log), "%s/second.log", tb.dir);
 	second.pid = -1;
 	cr_assert_neq(testbed_start(&second, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL }), 0,

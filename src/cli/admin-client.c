@@ -238,6 +238,9 @@ int admin_client_find(const char *plugin_name, const char *socket_path, AdminTar
 		}
 		return r;
 	}
+	/* No managed nvmevol plugin in Docker: a host service (its admin socket in the runtime directory). */
+	if (n == 0 && find_by_scanning(plugin_name, "", ret, NULL) == 0)
+		return 0;
 	r = find_through_docker(plugin_name, ps, n, display, ret, reterr_msg);
 	docker_plugins_free(ps, n);
 	return r;

@@ -284,11 +284,7 @@ int admin_request_parse(const char *method, const char *path, const char *body, 
 
 static void reply_error(unsigned status, const char *msg, HttpResponse *ret)
 {
-	json_t *j = json_pack("{s:s}", "Err", msg && *msg ? msg : "unknown error");
-
-	ret->status = status;
-	ret->body = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
-	json_decref(j);
+	http_reply_error(ret, status, msg);
 }
 
 static void reply(json_t *j, HttpResponse *ret)
@@ -479,16 +475,6 @@ static void dispatch(Admin *a, const AdminRequest *req, json_t **ret, char **ret
 	*ret_r = r;
 }
 
-/* What the client says it is, made safe for one log line (the kernel's uid is what counts). */
-static void client_label(const char *client, char *buf, size_t len)
-{
-	size_t i = 0;
-
-	for (const char *p = client ? client : "unknown"; *p && i + 1 < len && i < 200; p++)
-		buf[i++] = (*p >= 0x20 && *p < 0x7f) ? *p : '?';
-	buf[i] = '\0';
-}
-
 void admin_http_handler(void *userdata, const HttpRequest *hr, HttpResponse *ret)
 {
 	Admin *a = userdata;
@@ -497,26 +483,12 @@ void admin_http_handler(void *userdata, const HttpRequest *hr, HttpResponse *ret
 	const char *path, *target;
 	unsigned status = 400;
 	json_t *result = NULL;
-	char who[256], client[210], target_buf[2 * VOLUME_NAME_MAX + 16];
+	char who[256], target_buf[2 * VOLUME_NAME_MAX + 16];
 	bool change;
 	int r;
 
-	client_label(hr->client, client, sizeof(client));
-	if (hr->peer.known && hr->peer.pid > 0)
-		snprintf(who, sizeof(who), "uid %u gid %u pid %d, client \"%s\"", (unsigned)hr->peer.uid,
-			 (unsigned)hr->peer.gid, (int)hr->peer.pid, client);
-	else if (hr->peer.known)
-		/* The kernel reports pid 0 for a peer outside our PID namespace (the host, for the plugin). */
-		snprintf(who, sizeof(who), "uid %u gid %u (a process outside the plugin's PID namespace), client \"%s\"",
-			 (unsigned)hr->peer.uid, (unsigned)hr->peer.gid, client);
-	else
-		snprintf(who, sizeof(who), "unknown peer, client \"%s\"", client);
-	/* The socket is 0600 already; this holds even if someone loosens its mode. */
-	if (!hr->peer.known || hr->peer.uid != 0) {
-		log_warning("admin: refused %s from %s: not root", hr->url, who);
-		reply_error(403, "the nvmevol admin socket is for root only: run the command as root", ret);
-		return;
-	}
+	/* Only root gets here: the server is root-only (http_server_set_root_only(), main.c). */
+	http_request_describe(hr, who, sizeof(who));
 	if (admin_request_parse(hr->method, hr->url, hr->body, hr->len, &req, &status, &err) < 0) {
 		log_warning("admin: refused %.64s from %s: %s", hr->url, who, err ? err : "?");
 		reply_error(status, err, ret);

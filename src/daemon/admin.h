@@ -86,5 +86,5 @@ typedef struct Admin {
 	const Settings *cfg;
 } Admin;
 
-/* The admin socket's HttpHandler; @userdata is an Admin. */
+/* The admin socket's HttpHandler; @userdata is an Admin. Serve it only on a root-only server (http.h). */
 void admin_http_handler(void *userdata, const HttpRequest *req, HttpResponse *ret);

@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <jansson.h>
 #include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,8 @@ struct HttpServer {
 	struct MHD_Daemon *mhd;
 	HttpHandler handler;
 	void *userdata;
+	const char *root_only_name; /* non-NULL: peers other than root are refused (http_server_set_root_only) */
+	const char *root_only_err;
 };
 
 typedef struct Request {
@@ -28,6 +31,19 @@ typedef struct Request {
 	size_t len;
 	bool too_big;
 } Request;
+
+/* -EADDRINUSE when a process listens on @sa (a running instance keeps its socket), else 0. */
+static int socket_in_use(const struct sockaddr_un *sa)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), r;
+
+	if (fd < 0)
+		return negative_errno();
+	/* Non-blocking: a full backlog answers EAGAIN instead of waiting, and means in use too. */
+	r = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 || errno == EAGAIN ? -EADDRINUSE : 0;
+	(void)close(fd);
+	return r;
+}
 
 int http_server_listen(const char *path, HttpServer **ret)
 {
@@ -45,6 +61,9 @@ int http_server_listen(const char *path, HttpServer **ret)
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode))
 			return -EEXIST;
+		r = socket_in_use(&sa);
+		if (r < 0)
+			return r;
 		(void)unlink(path);
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -105,6 +124,60 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, HttpResponse *
 	ok = MHD_queue_response(conn, resp->status, r);
 	MHD_destroy_response(r);
 	return ok;
+}
+
+void http_reply_error(HttpResponse *ret, unsigned status, const char *msg)
+{
+	json_t *j = json_pack("{s:s}", "Err", msg && *msg ? msg : "unknown error");
+
+	ret->status = status;
+	ret->body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+}
+
+/* What the client says it is, made safe for one log line (the kernel's uid is what counts). */
+static void client_label(const char *client, char *buf, size_t len)
+{
+	size_t i = 0;
+
+	for (const char *p = client ? client : "unknown"; *p && i + 1 < len && i < 200; p++)
+		buf[i++] = (*p >= 0x20 && *p < 0x7f) ? *p : '?';
+	buf[i] = '\0';
+}
+
+void http_request_describe(const HttpRequest *hr, char *buf, size_t len)
+{
+	char client[210];
+
+	client_label(hr->client, client, sizeof(client));
+	if (hr->peer.known && hr->peer.pid > 0)
+		snprintf(buf, len, "uid %u gid %u pid %d, client \"%s\"", (unsigned)hr->peer.uid,
+			 (unsigned)hr->peer.gid, (int)hr->peer.pid, client);
+	else if (hr->peer.known)
+		/* The kernel reports pid 0 for a peer outside our PID namespace (the host, for the plugin). */
+		snprintf(buf, len, "uid %u gid %u (a process outside the plugin's PID namespace), client \"%s\"",
+			 (unsigned)hr->peer.uid, (unsigned)hr->peer.gid, client);
+	else
+		snprintf(buf, len, "unknown peer, client \"%s\"", client);
+}
+
+/* The root-only rule of http_server_set_root_only(): true if @hr may go to the handler. */
+static bool peer_allowed(const HttpServer *s, const HttpRequest *hr, HttpResponse *ret)
+{
+	char who[256];
+
+	if (!s->root_only_name || (hr->peer.known && hr->peer.uid == 0))
+		return true;
+	http_request_describe(hr, who, sizeof(who));
+	log_warning("%s: refused %.64s from %s: not root", s->root_only_name, hr->url, who);
+	http_reply_error(ret, 403, s->root_only_err);
+	return false;
+}
+
+void http_server_set_root_only(HttpServer *s, const char *name, const char *err)
+{
+	s->root_only_name = name;
+	s->root_only_err = err;
 }
 
 static void too_big(HttpResponse *ret)
@@ -181,7 +254,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 			.peer = peer_of(conn),
 			.client = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, ADMIN_CLIENT_HEADER),
 		};
-		s->handler(s->userdata, &hr, &resp);
+		if (peer_allowed(s, &hr, &resp))
+			s->handler(s->userdata, &hr, &resp);
 	}
 	return send_response(conn, &resp);
 }

@@ -587,6 +587,9 @@ int manager_start(Manager *m, char **reterr_msg)
 	r = pool_scan(m->pool, NULL, NULL);
 	if (r < 0)
 		return errmsg_set(reterr_msg, r, "partition discovery failed: %s", errno_str(r));
+	r = pool_check_held_elsewhere(m->pool, reterr_msg);
+	if (r < 0)
+		return r;
 	/* One health reading per NVMe controller: Status and placement have it from the start. */
 	manager_health_refresh_all(m);
 

@@ -21,6 +21,7 @@
 #include "device/probe-deadline.h"
 #include "device/probe.h"
 #include "pool/quota.h"
+#include "pool/serving.h"
 #include "util/time-util.h"
 #include "util/deadline-call.h"
 #include "util/errmsg.h"
@@ -72,20 +73,20 @@ static PartitionFs *partition_fs_new(void)
 	if (!fs)
 		return NULL;
 	fs->root_fd = fs->tree_fd = fs->volumes_fd = fs->meta_fd = -EBADF;
-	fs->trash_fd = fs->scratch_fd = fs->quarantine_fd = fs->snapshots_fd = fs->imports_fd = -EBADF;
+	fs->trash_fd = fs->scratch_fd = fs->quarantine_fd = fs->snapshots_fd = fs->imports_fd = fs->serving_fd = -EBADF;
 	fs->refs = 1;
 	return fs;
 }
 
 void partition_fs_put(PartitionFs *fs)
 {
-	int *fds[9];
+	int *fds[10];
 
 	if (!fs || __atomic_sub_fetch(&fs->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
 	fds[0] = &fs->root_fd, fds[1] = &fs->tree_fd, fds[2] = &fs->volumes_fd, fds[3] = &fs->meta_fd;
 	fds[4] = &fs->trash_fd, fds[5] = &fs->scratch_fd, fds[6] = &fs->quarantine_fd, fds[7] = &fs->snapshots_fd;
-	fds[8] = &fs->imports_fd;
+	fds[8] = &fs->imports_fd, fds[9] = &fs->serving_fd;
 	for (size_t i = 0; i < ELEMENTSOF(fds); i++)
 		if (*fds[i] >= 0)
 			(void)close(*fds[i]);
@@ -790,6 +791,7 @@ static void install(Pool *p, Partition *part, PartitionFs *fs, dev_t rdev, bool 
 	part->present = true;
 	part->adopted = adopt;
 	part->problem[0] = '\0';
+	part->held_elsewhere = false;
 	snprintf(part->verified_options, sizeof(part->verified_options), "%s", e->vfs_options);
 	part->verified_at_ms = now_mono_ms();
 	pthread_mutex_unlock(&p->lock);
@@ -815,8 +817,8 @@ static int attach(Pool *p, Partition *part, const ProbedDevice *d, bool adopt)
 	MountEntry e = { 0 };
 	PartitionFs *fs = NULL, *old;
 	struct stat st;
-	bool mounted_here = false, read_only = !adopt;
-	int r;
+	bool mounted_here = false, read_only = !adopt, held = false;
+	int serving_fd = -EBADF, r;
 
 	pthread_mutex_lock(&p->lock);
 	old = part->fs;
@@ -847,6 +849,15 @@ static int attach(Pool *p, Partition *part, const ProbedDevice *d, bool adopt)
 	r = mount_verified(d->device, part->mountpoint, st.st_rdev, read_only, &e, &mounted_here, &why);
 	if (r < 0)
 		goto fail;
+	/* Before anything is read or changed on it: another nvmevol may be serving it. */
+	r = serving_claim(part->mountpoint, &why);
+	if (r < 0) {
+		held = r == -EBUSY;
+		if (!why)
+			why = why_printf("cannot take the serving lock of %s: %s", part->mountpoint, errno_str(r));
+		goto fail;
+	}
+	serving_fd = r;
 
 	r = recover_freeze(p, part, d->device, read_only, &why);
 	if (r == -ETIMEDOUT)
@@ -863,6 +874,10 @@ static int attach(Pool *p, Partition *part, const ProbedDevice *d, bool adopt)
 	r = open_layout(part, d->device, st.st_rdev, read_only, &e, &fs, &why);
 	if (r < 0)
 		goto fail;
+	fs->serving_fd = TAKE_FD(serving_fd);
+	if (!read_only && fs->tree_fd >= 0 && serving_record(fs->tree_fd, p->cfg) < 0)
+		log_warning("partition UUID %s: cannot write nvmevol/%s (who serves it); the lock holds anyway",
+			    part->uuid, SERVING_RECORD);
 	note_geometry(p, part, fs);
 	install(p, part, fs, st.st_rdev, adopt, &e, d);
 	mount_entry_done(&e);
@@ -870,10 +885,13 @@ static int attach(Pool *p, Partition *part, const ProbedDevice *d, bool adopt)
 
 fail:
 	mount_entry_done(&e);
+	if (serving_fd >= 0)
+		(void)close(serving_fd);
 	if (mounted_here)
 		(void)unmount_path(part->mountpoint);
 	pthread_mutex_lock(&p->lock);
 	set_problem_locked(part, "%s", why ? why : errno_str(r));
+	part->held_elsewhere = held;
 	pthread_mutex_unlock(&p->lock);
 	return r;
 }
@@ -1328,6 +1346,25 @@ int pool_scan(Pool *p, Partition ***ret_attached, size_t *ret_n)
 		*ret_attached = TAKE_PTR(attached);
 		*ret_n = n_attached;
 	}
+	return r;
+}
+
+int pool_check_held_elsewhere(Pool *p, char **reterr_msg)
+{
+	int r = 0;
+
+	pthread_mutex_lock(&p->lock);
+	for (size_t i = 0; i < p->n && r == 0; i++) {
+		const Partition *part = p->parts[i];
+		char label[PARTITION_LABEL_MAX * 4];
+
+		if (!part->held_elsewhere)
+			continue;
+		label_escape(part->label, label, sizeof(label));
+		r = errmsg_set(reterr_msg, -EBUSY, "partition %s (%s, UUID %s) is %s", label, part->device, part->uuid,
+			       part->problem);
+	}
+	pthread_mutex_unlock(&p->lock);
 	return r;
 }
 

@@ -67,6 +67,7 @@ typedef struct PartitionFs {
 	int quarantine_fd; /* nvmevol/quarantine: orphans kept for the admin */
 	int snapshots_fd;  /* nvmevol/snapshots: the volumes' snapshots (snapstore.h) */
 	int imports_fd;    /* nvmevol/imports: imports being written (never committed: start-up deletes them) */
+	int serving_fd;    /* holds the partition's serving lock (serving.h) while this mount is in use */
 	dev_t dev;
 	bool read_only;    /* mounted ro: not adopted yet */
 	bool quota;        /* project quota enforced on this filesystem */
@@ -101,6 +102,7 @@ typedef struct Partition {
 	bool present;  /* mounted, verified and laid out */
 	bool adopted;  /* may receive new volumes (see the trust rule) */
 	char problem[PARTITION_PROBLEM_MAX]; /* why it is not present, or "" */
+	bool held_elsewhere; /* not present because another nvmevol holds its serving lock (problem says who) */
 	dev_t dev;
 	unsigned logical_sector_size;
 	char verified_options[256]; /* vfs options read back from mountinfo */
@@ -155,6 +157,12 @@ void pool_set_freeze_dir(Pool *p, int dir_fd);
  */
 int pool_scan(Pool *p, Partition ***ret_attached, size_t *ret_n);
 /* True if no scan ran in the last @min_interval_ms (the caller then scans). */
+/*
+ * -EBUSY and an Err naming the first partition that another nvmevol serves
+ * (Partition.held_elsewhere) and who that is; 0 if none. After the first
+ * scan: an instance refuses to start rather than serve half a pool.
+ */
+int pool_check_held_elsewhere(Pool *p, char **reterr_msg);
 bool pool_scan_is_stale(Pool *p, unsigned min_interval_ms);
 /*
  * True if the kernel's block devices (/proc/partitions, each disk's diskseq)
