@@ -20,6 +20,7 @@
 #include "daemon/statedir.h"
 #include "metrics/prom.h"
 #include "metrics/stats.h"
+#include "util/macro.h"
 
 #define T0 1700000000
 
@@ -255,6 +256,59 @@ Test(metrics, render_is_valid_for_promtool_and_the_python_parser)
 	unlink(path);
 	free(path);
 	free(text);
+	metrics_snapshot_done(&s);
+}
+
+/* The counters fill_snapshot's file is rendered with: one Get, one self-test data error. */
+static void fixed_stats(StatsSnapshot *st)
+{
+	stats_reset();
+	stats_request(API_GET, STATS_RESULT_OK, 1000000);
+	stats_error(STATS_ERROR_SELFTEST_DATA);
+	stats_snapshot(st);
+}
+
+static char *golden_text(void)
+{
+	const char *dir = getenv("NVMEVOL_TEST_DATA");
+	char path[512];
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	cr_assert_not_null(dir, "NVMEVOL_TEST_DATA is set by meson (tests/data)");
+	snprintf(path, sizeof(path), "%s/metrics-golden.prom", dir);
+	f = fopen(path, "re");
+	cr_assert_not_null(f, "%s: %m", path);
+	cr_assert_eq(getdelim(&text, &len, '\0', f) > 0, true);
+	fclose(f);
+
+	/* The file says @VERSION@ where the build's version goes. */
+	char *at = strstr(text, "@VERSION@"), *out = NULL;
+
+	cr_assert_not_null(at);
+	*at = '\0';
+	cr_assert_gt(asprintf(&out, "%s%s%s", text, PROJECT_VERSION, at + strlen("@VERSION@")), 0);
+	free(text);
+	return out;
+}
+
+/*
+ * tests/data/metrics-golden.prom is what the renderer that built the file as one
+ * string in memory (before issue 23) gave for fill_snapshot: the streamed file
+ * must say the same, byte for byte.
+ */
+Test(metrics, render_is_byte_for_byte_the_golden_file)
+{
+	MetricsSnapshot s;
+	StatsSnapshot st;
+	_cleanup_free_ char *golden = golden_text(), *text = NULL;
+
+	fixed_stats(&st);
+	fill_snapshot(&s);
+	text = metrics_render(&s, &st, T0 + 5, NULL);
+	cr_assert_not_null(text);
+	cr_expect_str_eq(text, golden);
 	metrics_snapshot_done(&s);
 }
 
