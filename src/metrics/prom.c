@@ -34,9 +34,14 @@ bool prom_label_name_is_valid(const char *s)
 
 int prom_begin(Prom *p)
 {
-	*p = (Prom){};
+	*p = (Prom){ .own = true };
 	p->f = open_memstream(&p->buf, &p->len);
 	return p->f ? 0 : -ENOMEM;
+}
+
+void prom_begin_file(Prom *p, FILE *f)
+{
+	*p = (Prom){ .f = f };
 }
 
 /* Backslash and newline escaped, and the double quote in label values (not in HELP text). */
@@ -139,7 +144,7 @@ char *prom_end(Prom *p, size_t *ret_len)
 {
 	char *out;
 
-	if (!p->f)
+	if (!p->f || !p->own)
 		return NULL;
 	if (fclose(p->f) != 0)
 		p->failed = true;
@@ -152,4 +157,17 @@ char *prom_end(Prom *p, size_t *ret_len)
 	if (ret_len)
 		*ret_len = p->len;
 	return out;
+}
+
+int prom_end_file(Prom *p)
+{
+	FILE *f = TAKE_PTR(p->f);
+
+	if (!f || p->own)
+		return -EINVAL;
+	if (fflush(f) != 0)
+		return negative_errno();
+	if (ferror(f))
+		return -EIO;
+	return p->failed ? -EINVAL : 0;
 }
