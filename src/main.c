@@ -7,6 +7,7 @@
  */
 #include <signal.h>
 #include <stdio.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,6 +28,21 @@
 /* Admin commands come one at a time from root on the host; a few spare connections suffice. */
 #define ADMIN_CONNECTIONS_MAX 16
 
+/*
+ * The daemon's memory stays near what its volumes need (issue 23): one arena
+ * (a thread per connection would each keep its own, and what it freed), large
+ * blocks (a List of 100,000 volumes, a record) mapped and unmapped on their
+ * own instead of raising the heap for good (a fixed threshold: glibc's
+ * sliding one grows past every such block after the first), and the top of
+ * the heap given back past 128 KiB free.
+ */
+static void malloc_setup(void)
+{
+	(void)mallopt(M_ARENA_MAX, 1);
+	(void)mallopt(M_MMAP_THRESHOLD, 64 * 1024);
+	(void)mallopt(M_TRIM_THRESHOLD, 128 * 1024);
+}
+
 static int collect_metrics(void *userdata, MetricsSnapshot *ret)
 {
 	return manager_metrics_snapshot(userdata, ret);
@@ -44,6 +60,7 @@ static int run_daemon(void)
 	int sig, r;
 
 	log_setup();
+	malloc_setup();
 	r = settings_from_env(&cfg, &err);
 	if (r == 0)
 		r = statedir_resolve(cfg, &err);
@@ -81,18 +98,6 @@ static int run_daemon(void)
 		log_error("cannot start: %s", err ? err : errno_str(r));
 		goto out;
 	}
-	if (cfg->metrics_dir[0]) {
-		/* Metrics are an aid: without them the volumes are still served. */
-		r = metrics_writer_start(cfg->metrics_dir, (unsigned)cfg->metrics_interval_s, collect_metrics, m, &metrics,
-					 &err);
-		if (r < 0)
-			log_error("no metrics file (NVMEVOL_METRICS_DIR): %s", err ? err : errno_str(r));
-		else
-			log_info("metrics every %us and after each change in %s/%s", (unsigned)cfg->metrics_interval_s,
-				 cfg->metrics_dir, METRICS_FILE);
-		free(err);
-		err = NULL;
-	}
 	r = http_server_start(http, api_http_handler, m, API_CONNECTIONS_MAX);
 	if (r < 0) {
 		log_error_errno(r, "cannot start the HTTP server on %s", cfg->socket_path);
@@ -106,6 +111,21 @@ static int run_daemon(void)
 	}
 	log_info("serving the Docker volume API on %s and the admin API on %s (version %s)", cfg->socket_path,
 		 cfg->admin_socket_path, PROJECT_VERSION);
+	/* After the servers: its first write (tens of ms at 10,000 volumes) must not delay Docker's first request. */
+	if (cfg->metrics_dir[0]) {
+		/* Metrics are an aid: without them the volumes are still served. */
+		r = metrics_writer_start(cfg->metrics_dir, (unsigned)cfg->metrics_interval_s, collect_metrics, m, &metrics,
+					 &err);
+		if (r < 0)
+			log_error("no metrics file (NVMEVOL_METRICS_DIR): %s", err ? err : errno_str(r));
+		else
+			log_info("metrics every %us and after each change in %s/%s", (unsigned)cfg->metrics_interval_s,
+				 cfg->metrics_dir, METRICS_FILE);
+		free(err);
+		err = NULL;
+	}
+	/* Start-up's transient buffers (every record and index entry parsed once) go back to the kernel. */
+	(void)malloc_trim(0);
 
 	for (;;) {
 		if (sigwait(&mask, &sig) != 0)

@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,34 @@
 #include "util/time-util.h"
 
 #define T0 1700000000
+
+/* Values print as "%.0f" (integers below 2^53) or "%.15g" would print them, whatever path prints them. */
+Test(prom, values_print_as_printf_would)
+{
+	static const double values[] = { 0.0, -0.0, 1, -1, 9, 10, 4096, -123456789, 9007199254740991.0, -9007199254740991.0,
+					 9007199254740992.0, 1e300, 0.5, -2.25, 1234567890123.0, 18446744073709551615.0 };
+
+	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+		double v = values[i];
+		char want[64], *s = NULL, *line;
+		size_t len = 0;
+		Prom p;
+
+		if (!islessgreater(v, trunc(v)) && fabs(v) < 9007199254740992.0)
+			snprintf(want, sizeof(want), "v %.0f\n", v);
+		else
+			snprintf(want, sizeof(want), "v %.15g\n", v);
+		cr_assert_eq(prom_begin(&p), 0);
+		prom_family(&p, "v", "gauge", "h");
+		prom_sample(&p, "", NULL, v);
+		s = prom_end(&p, &len);
+		cr_assert_not_null(s);
+		line = strstr(s, "\nv ");
+		cr_assert_not_null(line, "%s", s);
+		cr_expect_str_eq(line + 1, want, "value %.17g", v);
+		free(s);
+	}
+}
 
 Test(prom, names_escapes_values_and_histograms)
 {

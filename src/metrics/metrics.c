@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -571,6 +572,8 @@ int metrics_writer_write(MetricsWriter *w)
 		r = write_streamed(w, render_running, &a, &bytes);
 	}
 	metrics_snapshot_done(&snap);
+	/* The snapshot's blocks, and what requests freed since the last write, back to the kernel. */
+	(void)malloc_trim(0);
 	{
 		uint64_t cpu = thread_cpu_ns() - cpu0;
 
