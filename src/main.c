@@ -54,6 +54,7 @@ static int run_daemon(void)
 	Manager *m = NULL;
 	HttpServer *http = NULL, *admin_http = NULL;
 	Admin admin = { 0 };
+	ApiGate gate;
 	MetricsWriter *metrics = NULL;
 	char *err = NULL;
 	sigset_t mask;
@@ -80,7 +81,13 @@ static int run_daemon(void)
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	/* listen() first: Docker dials within ~10 s of starting us; accept() waits for the state. */
+	/*
+	 * listen() first: Docker dials within ~10 s of starting us. The plugin
+	 * socket serves at once: Activate and Capabilities are answered, the rest
+	 * wait at the gate until the state is loaded. The admin socket waits in
+	 * accept().
+	 */
+	api_gate_init(&gate);
 	r = http_server_listen(cfg->socket_path, &http);
 	if (r < 0) {
 		log_error_errno(r, "cannot listen on %s", cfg->socket_path);
@@ -91,6 +98,11 @@ static int run_daemon(void)
 		log_error_errno(r, "cannot listen on the admin socket %s", cfg->admin_socket_path);
 		goto out;
 	}
+	r = http_server_start(http, api_http_handler, &gate, API_CONNECTIONS_MAX);
+	if (r < 0) {
+		log_error_errno(r, "cannot start the HTTP server on %s", cfg->socket_path);
+		goto out;
+	}
 	r = manager_new(cfg, &m);
 	if (r == 0)
 		r = manager_start(m, &err);
@@ -98,11 +110,7 @@ static int run_daemon(void)
 		log_error("cannot start: %s", err ? err : errno_str(r));
 		goto out;
 	}
-	r = http_server_start(http, api_http_handler, m, API_CONNECTIONS_MAX);
-	if (r < 0) {
-		log_error_errno(r, "cannot start the HTTP server on %s", cfg->socket_path);
-		goto out;
-	}
+	api_gate_open(&gate, m);
 	admin = (Admin){ .manager = m, .cfg = cfg };
 	r = http_server_start(admin_http, admin_http_handler, &admin, ADMIN_CONNECTIONS_MAX);
 	if (r < 0) {
@@ -144,8 +152,12 @@ static int run_daemon(void)
 	}
 	r = 0;
 out:
+	/* Requests still waiting at the gate (a failed start) get their 503 before the servers stop. */
+	if (r < 0)
+		api_gate_fail(&gate);
 	admin_http = http_server_free(admin_http);
 	http = http_server_free(http);
+	api_gate_done(&gate);
 	/* After the request threads (they notify it), before the manager (it reads it). */
 	metrics = metrics_writer_stop(metrics);
 	m = manager_free(m);

@@ -307,7 +307,58 @@ void api_handle(Manager *m, const char *method, const char *path, const char *bo
 	api_request_done(&req);
 }
 
+void api_gate_init(ApiGate *g)
+{
+	*g = (ApiGate){ .state = API_GATE_STARTING };
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_cond_init(&g->cond, NULL);
+}
+
+static void gate_set(ApiGate *g, Manager *m, int state)
+{
+	pthread_mutex_lock(&g->lock);
+	g->m = m;
+	g->state = state;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+
+void api_gate_open(ApiGate *g, Manager *m)
+{
+	gate_set(g, m, API_GATE_OPEN);
+}
+
+void api_gate_fail(ApiGate *g)
+{
+	gate_set(g, NULL, API_GATE_FAILED);
+}
+
+void api_gate_done(ApiGate *g)
+{
+	pthread_cond_destroy(&g->cond);
+	pthread_mutex_destroy(&g->lock);
+}
+
+/* The manager once the state is loaded (waits for it), or NULL if the start failed. */
+static Manager *gate_wait(ApiGate *g)
+{
+	Manager *m;
+
+	pthread_mutex_lock(&g->lock);
+	while (g->state == API_GATE_STARTING)
+		pthread_cond_wait(&g->cond, &g->lock);
+	m = g->m;
+	pthread_mutex_unlock(&g->lock);
+	return m;
+}
+
 void api_http_handler(void *userdata, const HttpRequest *req, HttpResponse *ret)
 {
-	api_handle(userdata, req->method, req->url, req->body, req->len, ret);
+	ApiEndpoint e = api_endpoint_from_path(req->url);
+	Manager *m = NULL;
+
+	/* What needs no state never waits for it (dispatch answers those without a manager). */
+	if (e != API_ACTIVATE && e != API_CAPABILITIES)
+		m = gate_wait(userdata);
+	api_handle(m, req->method, req->url, req->body, req->len, ret);
 }

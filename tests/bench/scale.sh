@@ -21,7 +21,8 @@
 # over an idle window at a 1 s interval, divided by the writes seen there: it
 # includes the rescan thread's 0.5 s poll, which is small); List p50/p99, Get
 # p99, Create p50/p99 at 1,000 and at N volumes; exec to the first answered
-# List. Needs root (loop device, mounts), gcc, xfsprogs.
+# Plugin.Activate (what Docker's activation timeout waits for) and to the
+# first answered List (the state loaded). Needs root (loop device, mounts), gcc, xfsprogs.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -83,10 +84,10 @@ PROM=$W/state/metrics/nvmevol.prom
 
 declare -A R # R[binary-key,figure] = value
 
-start_daemon() { # BIN: sets PID, returns the ms to the first answered List
+start_daemon() { # BIN: sets PID, ACTIVATE_MS (exec to Plugin.Activate answered), READY_MS (to the first List)
     local out
-    out=$("$SB" ready "$W/s.sock" 600000 sh -c "exec '$1' >/dev/null 2>>'$W/daemon.log'")
-    read -r PID READY_MS <<<"$out"
+    out=$("$SB" ready-activate "$W/s.sock" 600000 sh -c "exec '$1' >/dev/null 2>>'$W/daemon.log'")
+    read -r PID ACTIVATE_MS READY_MS <<<"$out"
 }
 
 stop_daemon() {
@@ -166,6 +167,7 @@ for i in "${!KEYS[@]}"; do
     k=${KEYS[$i]}
     start_daemon "${BINS[$i]}"
     R[$k,ready]=$READY_MS
+    R[$k,activate]=$ACTIVATE_MS
     sleep 3 # start-up's transient buffers, the first metrics write
     smaps "$k" _restart
     log "$k: $N volumes: ready in $READY_MS ms, RssAnon ${R[$k,anon_restart]} KiB; metrics writes over ${IDLE_S}s"
@@ -241,4 +243,5 @@ row "Create p99 at N / at 1,000" "<= 1.2x" 1.2 c99
 row "Mount p50 at N (ms)" "" "" fig Mount_p50_N
 row "Remove p50 at N (ms)" "" "" fig Remove_p50_N
 row "first answer, no volumes (ms)" "" "" fig ready_0
-row "first answer after start at N (ms)" "<= 300 ms" 300 fig ready
+row "Plugin.Activate answered after exec at N (ms)" "<= 300 ms" 300 fig activate
+row "first List answered after exec at N (ms)" "" "" fig ready
