@@ -20,6 +20,8 @@
 #include <unistd.h>
 
 #include "helpers/testbed.h"
+#include "metrics/metrics.h"
+#include "util/time-util.h"
 
 static Testbed tb, tb2;
 static ClientReply rep;
@@ -309,4 +311,52 @@ Test(metrics_daemon, history_survives_restart_and_moves_with_the_disk)
 	cr_expect_eq(runs, 7, "the history did not travel: %s", rep.body);
 	cr_expect_str_eq(json_string_value(json_object_get(json_object_get(h, "baseline"), "state")), "established");
 	json_decref(h);
+}
+
+/* The "metrics" object of `nvmevol status --json`: the writer's counters. */
+static json_t *writer_counters(Testbed *t)
+{
+	static char out[1 << 20];
+	const char *const args[] = { "status", "--json", NULL };
+	char err[4096];
+	json_t *j, *m;
+
+	cr_assert_eq(testbed_admin(t, args, out, sizeof(out), err, sizeof(err)), 0, "%s", err);
+	j = json_loads(out, 0, NULL);
+	cr_assert_not_null(j, "%s", out);
+	m = json_incref(json_object_get(j, "metrics"));
+	json_decref(j);
+	cr_assert(json_is_object(m), "status has no metrics object: %s", out);
+	return m;
+}
+
+/*
+ * Each Create asks for a write; the writer coalesces them: a burst is about
+ * one write per second it lasts, not one per Create (counted, not timed: the
+ * bound comes from the burst's own duration).
+ */
+Test(metrics_daemon, a_burst_of_creates_is_a_few_writes_of_the_file)
+{
+	const char *const env[] = { "NVMEVOL_SELFTEST=off", "NVMEVOL_METRICS_INTERVAL_SECONDS=3600", NULL };
+	uint64_t t0, elapsed_ms;
+	json_int_t writes0, writes, changes;
+	json_t *c;
+
+	testbed_start_or_fail(&tb, env);
+	c = writer_counters(&tb);
+	writes0 = json_integer_value(json_object_get(c, "writes"));
+	json_decref(c);
+	t0 = now_mono_ms();
+	for (int i = 0; i < 200; i++)
+		cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"burst%03d\"}", i), 0, "%s", client_err(&rep));
+	free(wait_for(&tb, "nvmevol_volume_info{volume=\"burst199\""));
+	elapsed_ms = now_mono_ms() - t0;
+	c = writer_counters(&tb);
+	writes = json_integer_value(json_object_get(c, "writes"));
+	changes = json_integer_value(json_object_get(c, "changes"));
+	cr_expect_geq(changes, 200, "%lld changes counted", (long long)changes);
+	cr_expect_leq(writes - writes0, (json_int_t)(elapsed_ms / METRICS_MIN_GAP_MS + 2),
+		      "%lld writes for 200 Creates in %llu ms", (long long)(writes - writes0), (unsigned long long)elapsed_ms);
+	cr_expect_gt(json_integer_value(json_object_get(c, "last_write_bytes")), 0);
+	json_decref(c);
 }

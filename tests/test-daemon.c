@@ -610,3 +610,45 @@ Test(daemon, symlink_planted_at_the_mountpoint_is_never_followed)
 	cr_assert_not_null(line);
 	free(line);
 }
+
+/*
+ * Docker's activation never waits for the state (100,000 records take seconds
+ * to load): Plugin.Activate and Capabilities are answered while start-up is
+ * still under way (stretched by a test hook), and List waits until it is done.
+ */
+Test(daemon, activate_is_answered_before_the_state_is_loaded)
+{
+	bool answered = false;
+	size_t mark;
+	char *log;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"loaded\"}"), 0);
+	testbed_stop(&tb, SIGTERM);
+	/* The log is appended to: this start's lines are those after the mark. */
+	log = testbed_log_text(&tb);
+	mark = strlen(log);
+	free(log);
+	cr_assert_eq(testbed_spawn(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", "NVMEVOL_TEST_START_PAUSE_MS=8000",
+								NULL }),
+		     0);
+	for (int i = 0; i < 100 && !answered; i++) {
+		client_reply_done(&rep);
+		answered = client_request(tb.sock, "POST", "/Plugin.Activate", NULL, 0, &rep) == 0 && rep.status == 200;
+		if (!answered)
+			usleep(50 * 1000);
+	}
+	cr_assert(answered, "Plugin.Activate never answered");
+	log = testbed_log_text(&tb);
+	cr_expect_null(strstr(log + mark, "ready: "), "Activate was answered only after the state was loaded:\n%s",
+		       log + mark);
+	free(log);
+	cr_assert_eq(client_request(tb.sock, "POST", "/VolumeDriver.Capabilities", "{}", 2, &rep), 0);
+	cr_expect_eq(rep.status, 200);
+
+	/* A request that needs the state waits for it, and sees it whole. */
+	cr_assert_eq(testbed_wait_ready(&tb), 0);
+	log = testbed_log_text(&tb);
+	cr_expect(strstr(log + mark, "ready: 1 volume(s)"), "%s", log + mark);
+	free(log);
+	cr_expect_eq(list_count(), 1);
+}

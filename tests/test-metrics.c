@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +21,38 @@
 #include "daemon/statedir.h"
 #include "metrics/prom.h"
 #include "metrics/stats.h"
+#include "util/macro.h"
+#include "util/time-util.h"
 
 #define T0 1700000000
+
+/* Values print as "%.0f" (integers below 2^53) or "%.15g" would print them, whatever path prints them. */
+Test(prom, values_print_as_printf_would)
+{
+	static const double values[] = { 0.0, -0.0, 1, -1, 9, 10, 4096, -123456789, 9007199254740991.0, -9007199254740991.0,
+					 9007199254740992.0, 1e300, 0.5, -2.25, 1234567890123.0, 18446744073709551615.0 };
+
+	for (size_t i = 0; i < sizeof(values) / sizeof(values[0]); i++) {
+		double v = values[i];
+		char want[64], *s = NULL, *line;
+		size_t len = 0;
+		Prom p;
+
+		if (!islessgreater(v, trunc(v)) && fabs(v) < 9007199254740992.0)
+			snprintf(want, sizeof(want), "v %.0f\n", v);
+		else
+			snprintf(want, sizeof(want), "v %.15g\n", v);
+		cr_assert_eq(prom_begin(&p), 0);
+		prom_family(&p, "v", "gauge", "h");
+		prom_sample(&p, "", NULL, v);
+		s = prom_end(&p, &len);
+		cr_assert_not_null(s);
+		line = strstr(s, "\nv ");
+		cr_assert_not_null(line, "%s", s);
+		cr_expect_str_eq(line + 1, want, "value %.17g", v);
+		free(s);
+	}
+}
 
 Test(prom, names_escapes_values_and_histograms)
 {
@@ -153,9 +184,9 @@ static void fill_snapshot(MetricsSnapshot *s)
 	p->health = -1;
 
 	v = &s->vols[0];
-	strcpy(v->name, "pgdata");
-	strcpy(v->partition, s->parts[0].uuid);
-	strcpy(v->partition_label, "nvmevol-a");
+	cr_assert_eq(metrics_snapshot_add_string(s, "pgdata", &v->name), 0);
+	cr_assert_eq(metrics_snapshot_add_string(s, s->parts[0].uuid, &v->partition), 0);
+	cr_assert_eq(metrics_snapshot_add_string(s, "nvmevol-a", &v->partition_label), 0);
 	v->state = "mounted";
 	v->mounts = 2;
 	v->size_limit = 10ULL << 30;
@@ -166,8 +197,9 @@ static void fill_snapshot(MetricsSnapshot *s)
 	v->has_verdict = true;
 	v->verdict = SELFTEST_VERDICT_PASS;
 	v = &s->vols[1];
-	strcpy(v->name, "odd\"name");
-	strcpy(v->partition, s->parts[1].uuid);
+	cr_assert_eq(metrics_snapshot_add_string(s, "odd\"name", &v->name), 0);
+	cr_assert_eq(metrics_snapshot_add_string(s, s->parts[1].uuid, &v->partition), 0);
+	cr_assert_eq(metrics_snapshot_add_string(s, "", &v->partition_label), 0);
 	v->state = "partition-missing";
 	metrics_snapshot_count_state(s, "mounted");
 	metrics_snapshot_count_state(s, "partition-missing");
@@ -258,6 +290,71 @@ Test(metrics, render_is_valid_for_promtool_and_the_python_parser)
 	metrics_snapshot_done(&s);
 }
 
+/* The counters fill_snapshot's file is rendered with: one Get, one self-test data error. */
+static void fixed_stats(StatsSnapshot *st)
+{
+	stats_reset();
+	stats_request(API_GET, STATS_RESULT_OK, 1000000);
+	stats_error(STATS_ERROR_SELFTEST_DATA);
+	stats_snapshot(st);
+}
+
+/* A whole file as a string, or NULL. */
+static char *read_all(const char *path)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return NULL;
+	if (getdelim(&text, &len, '\0', f) < 0) {
+		free(text);
+		text = NULL;
+	}
+	fclose(f);
+	return text;
+}
+
+static char *golden_text(void)
+{
+	const char *dir = getenv("NVMEVOL_TEST_DATA");
+	char path[512], *text;
+
+	cr_assert_not_null(dir, "NVMEVOL_TEST_DATA is set by meson (tests/data)");
+	snprintf(path, sizeof(path), "%s/metrics-golden.prom", dir);
+	text = read_all(path);
+	cr_assert_not_null(text, "%s: %m", path);
+
+	/* The file says @VERSION@ where the build's version goes. */
+	char *at = strstr(text, "@VERSION@"), *out = NULL;
+
+	cr_assert_not_null(at);
+	*at = '\0';
+	cr_assert_gt(asprintf(&out, "%s%s%s", text, PROJECT_VERSION, at + strlen("@VERSION@")), 0);
+	free(text);
+	return out;
+}
+
+/*
+ * tests/data/metrics-golden.prom is what the renderer that built the file as one
+ * string in memory (before issue 23) gave for fill_snapshot: the streamed file
+ * must say the same, byte for byte.
+ */
+Test(metrics, render_is_byte_for_byte_the_golden_file)
+{
+	MetricsSnapshot s;
+	StatsSnapshot st;
+	_cleanup_free_ char *golden = golden_text(), *text = NULL;
+
+	fixed_stats(&st);
+	fill_snapshot(&s);
+	text = metrics_render(&s, &st, T0 + 5, NULL);
+	cr_assert_not_null(text);
+	cr_expect_str_eq(text, golden);
+	metrics_snapshot_done(&s);
+}
+
 static int collect_calls;
 
 static int collect_fake(void *userdata, MetricsSnapshot *ret)
@@ -312,6 +409,87 @@ Test(metrics, writer_writes_at_start_after_a_change_and_leaves_up_0_at_stop)
 	cr_expect_eq(system(cmd), 0, "only the .prom file is left");
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	cr_expect_eq(system(cmd), 0, "cannot remove %s", dir);
+}
+
+/* The number after "\n@name " in @text. */
+static int64_t sample_value(const char *text, const char *name)
+{
+	char needle[128];
+	const char *at;
+	long long v = -1;
+
+	snprintf(needle, sizeof(needle), "\n%s ", name);
+	at = strstr(text, needle);
+	cr_assert_not_null(at, "%s missing", name);
+	cr_assert_eq(sscanf(at + strlen(needle), "%lld", &v), 1);
+	return v;
+}
+
+Test(metrics, the_streamed_file_is_what_the_renderer_gives)
+{
+	char dir[] = "/tmp/nvmevol-metricsdir-XXXXXX", file[160], cmd[200];
+	MetricsWriter *w = NULL;
+	MetricsWriterCounters c;
+	MetricsSnapshot s;
+	StatsSnapshot st;
+	char *err = NULL, *text, *want;
+	size_t len;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(file, sizeof(file), "%s/%s", dir, METRICS_FILE);
+	fixed_stats(&st);
+	cr_assert_eq(metrics_writer_start(dir, 60, collect_fake, NULL, &w, &err), 0, "%s", err);
+	text = read_all(file);
+	cr_assert_not_null(text);
+
+	/* The same snapshot, counters, start and write times rendered as one string. */
+	fill_snapshot(&s);
+	s.start_time = sample_value(text, "nvmevol_start_time_seconds");
+	want = metrics_render(&s, &st, sample_value(text, "nvmevol_metrics_timestamp_seconds"), &len);
+	cr_assert_not_null(want);
+	cr_expect_str_eq(text, want);
+	metrics_counters(&c);
+	cr_expect_eq(c.writes, 1);
+	cr_expect_eq(c.last_bytes, len, "the counter says %llu bytes, the file has %zu", (unsigned long long)c.last_bytes, len);
+	metrics_snapshot_done(&s);
+	free(want);
+	free(text);
+	metrics_writer_stop(w);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_expect_eq(system(cmd), 0);
+}
+
+Test(metrics, a_burst_of_changes_is_a_few_writes)
+{
+	char dir[] = "/tmp/nvmevol-metricsdir-XXXXXX", cmd[200];
+	MetricsWriter *w = NULL;
+	MetricsWriterCounters c;
+	char *err = NULL;
+	uint64_t t0, elapsed_ms, bound;
+
+	cr_assert_not_null(mkdtemp(dir));
+	cr_assert_eq(metrics_writer_start(dir, 3600, collect_fake, NULL, &w, &err), 0, "%s", err);
+	t0 = now_mono_ms();
+	for (int i = 0; i < 1000; i++)
+		metrics_writer_notify(w);
+	/* Until the burst is written (the interval is an hour: only a change writes). */
+	for (int i = 0; i < 100; i++) {
+		metrics_counters(&c);
+		if (c.writes > 1)
+			break;
+		usleep(50000);
+	}
+	elapsed_ms = now_mono_ms() - t0;
+	metrics_counters(&c);
+	cr_expect_eq(c.changes, 1000);
+	cr_expect_gt(c.writes, 1, "the burst was never written");
+	/* The start's write, then at most one per METRICS_MIN_GAP_MS of the burst and one after it. */
+	bound = 1 + elapsed_ms / METRICS_MIN_GAP_MS + 2;
+	cr_expect_leq(c.writes, bound, "%llu writes for 1000 changes in %llu ms", (unsigned long long)c.writes,
+		      (unsigned long long)elapsed_ms);
+	metrics_writer_stop(w);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	cr_expect_eq(system(cmd), 0);
 }
 
 Test(metrics, settings)

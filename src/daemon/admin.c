@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "daemon/admin.h"
+#include "metrics/metrics.h"
 #include "volume/volume.h"
 #include "util/errmsg.h"
 #include "util/log.h"
@@ -348,6 +349,17 @@ static json_t *settings_json(const Settings *c)
 	return s;
 }
 
+/* What the metrics writer did since start: how often a change was coalesced, what a write costs. */
+static json_t *metrics_json(void)
+{
+	MetricsWriterCounters c;
+
+	metrics_counters(&c);
+	return json_pack("{s:I,s:I,s:I,s:f,s:f,s:I}", "writes", (json_int_t)c.writes, "failures", (json_int_t)c.failures,
+			 "changes", (json_int_t)c.changes, "cpu_seconds", (double)c.cpu_ns / 1e9, "last_write_cpu_ms",
+			 (double)c.last_cpu_ns / 1e6, "last_write_bytes", (json_int_t)c.last_bytes);
+}
+
 static json_t *status_json(Admin *a)
 {
 	json_t *j = manager_status_json(a->manager);
@@ -360,6 +372,7 @@ static json_t *status_json(Admin *a)
 	json_object_set_new(j, "state", json_pack("{s:s,s:s}", "dir", a->cfg->state_dir, "location",
 						  state_location_to_string(a->cfg->state_location)));
 	json_object_set_new(j, "propagated_mount", json_string(a->cfg->propagated_mount));
+	json_object_set_new(j, "metrics", metrics_json());
 	return j;
 }
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <stdio.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -155,14 +156,23 @@ static void reply(json_t *j, ApiResponse *ret)
 static void put_json_string(FILE *f, const char *s)
 {
 	fputc('"', f);
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	for (;;) {
+		size_t n = 0;
+		unsigned char c;
+
+		/* The run up to the next character to escape, in one write. */
+		while ((c = (unsigned char)s[n]) != '\0' && c != '"' && c != '\\' && c >= 0x20)
+			n++;
+		if (n > 0)
+			fwrite(s, 1, n, f);
+		s += n;
+		if (c == '\0')
+			break;
 		if (c == '"' || c == '\\')
 			fprintf(f, "\\%c", c);
-		else if (c < 0x20)
-			fprintf(f, "\\u%04x", c);
 		else
-			fputc(c, f);
+			fprintf(f, "\\u%04x", c);
+		s++;
 	}
 	fputc('"', f);
 }
@@ -198,6 +208,8 @@ static void list_reply(Manager *m, ApiResponse *ret)
 		api_error_response(500, "out of memory", ret);
 		return;
 	}
+	/* This thread's own stream: no lock per character (List of 100,000 volumes runs under the registry lock). */
+	(void)__fsetlocking(w.f, FSETLOCKING_BYCALLER);
 	fputs("{\"Volumes\":[", w.f);
 	(void)manager_list(m, list_one, &w);
 	fputs("]}", w.f);
@@ -307,7 +319,58 @@ void api_handle(Manager *m, const char *method, const char *path, const char *bo
 	api_request_done(&req);
 }
 
+void api_gate_init(ApiGate *g)
+{
+	*g = (ApiGate){ .state = API_GATE_STARTING };
+	pthread_mutex_init(&g->lock, NULL);
+	pthread_cond_init(&g->cond, NULL);
+}
+
+static void gate_set(ApiGate *g, Manager *m, int state)
+{
+	pthread_mutex_lock(&g->lock);
+	g->m = m;
+	g->state = state;
+	pthread_cond_broadcast(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+
+void api_gate_open(ApiGate *g, Manager *m)
+{
+	gate_set(g, m, API_GATE_OPEN);
+}
+
+void api_gate_fail(ApiGate *g)
+{
+	gate_set(g, NULL, API_GATE_FAILED);
+}
+
+void api_gate_done(ApiGate *g)
+{
+	pthread_cond_destroy(&g->cond);
+	pthread_mutex_destroy(&g->lock);
+}
+
+/* The manager once the state is loaded (waits for it), or NULL if the start failed. */
+static Manager *gate_wait(ApiGate *g)
+{
+	Manager *m;
+
+	pthread_mutex_lock(&g->lock);
+	while (g->state == API_GATE_STARTING)
+		pthread_cond_wait(&g->cond, &g->lock);
+	m = g->m;
+	pthread_mutex_unlock(&g->lock);
+	return m;
+}
+
 void api_http_handler(void *userdata, const HttpRequest *req, HttpResponse *ret)
 {
-	api_handle(userdata, req->method, req->url, req->body, req->len, ret);
+	ApiEndpoint e = api_endpoint_from_path(req->url);
+	Manager *m = NULL;
+
+	/* What needs no state never waits for it (dispatch answers those without a manager). */
+	if (e != API_ACTIVATE && e != API_CAPABILITIES)
+		m = gate_wait(userdata);
+	api_handle(m, req->method, req->url, req->body, req->len, ret);
 }

@@ -6,6 +6,7 @@
  */
 #pragma once
 
+#include <pthread.h>
 #include <stddef.h>
 
 #include "api-endpoint.h"
@@ -39,7 +40,26 @@ typedef HttpResponse ApiResponse;
 void api_handle(Manager *m, const char *method, const char *path, const char *body, size_t len,
 		ApiResponse *ret);
 
-/* The plugin socket's HttpHandler; @userdata is the Manager. */
+/*
+ * What the plugin socket serves while the daemon starts: Plugin.Activate and
+ * Capabilities are answered at once (Docker's activation does not wait for
+ * 100,000 records to load); every other request waits until
+ * api_gate_open() hands over the manager, or api_gate_fail() says there is
+ * none (then 503). Locking rule: lock guards m and state.
+ */
+typedef struct ApiGate {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	Manager *m;
+	enum { API_GATE_STARTING, API_GATE_OPEN, API_GATE_FAILED } state;
+} ApiGate;
+
+void api_gate_init(ApiGate *g);
+void api_gate_open(ApiGate *g, Manager *m);
+void api_gate_fail(ApiGate *g);
+void api_gate_done(ApiGate *g);
+
+/* The plugin socket's HttpHandler; @userdata is the ApiGate. */
 void api_http_handler(void *userdata, const HttpRequest *req, HttpResponse *ret);
 
 /* An {"Err": msg} body with @status; for the HTTP layer's own refusals (413, ...). */

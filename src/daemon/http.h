@@ -42,9 +42,10 @@ typedef void (*HttpHandler)(void *userdata, const HttpRequest *req, HttpResponse
 /*
  * Creates, binds and listens on the unix socket @path (mode 0600), replacing a
  * socket left there that nobody answers on (-EADDRINUSE if somebody does: a
- * running instance keeps its socket). Connections
- * queue in the backlog until http_server_start(): Docker's dial succeeds early,
- * and no request is answered before the state is loaded.
+ * running instance keeps its socket). Connections queue in the backlog until
+ * http_server_start(): Docker's dial succeeds early (the plugin socket then
+ * serves before the state is loaded, behind daemon/api.h's gate; the admin
+ * socket only after).
  */
 int http_server_listen(const char *path, HttpServer **ret);
 /* Serves with @handler, at most @max_connections at once (idle ones are closed after 300 s). */

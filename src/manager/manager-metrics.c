@@ -14,7 +14,6 @@
 typedef struct UsageWanted {
 	size_t vol;          /* index in the snapshot's volumes */
 	Partition *part;
-	VolumeOptions opts;
 	uint32_t projid;
 } UsageWanted;
 
@@ -31,24 +30,55 @@ static void partition_space(PartitionFs *fs, MetricsPartition *mp)
 	mp->inodes_free = sv.f_favail;
 }
 
-/* Reads used bytes and inodes from the same quota report Status shows. */
-static void volume_usage(Manager *m, const UsageWanted *u, MetricsVolume *mv)
+/* Used bytes and inodes from quota accounting, as Status shows them; one reference per partition in a row. */
+static void volumes_usage(Manager *m, const UsageWanted *usage, size_t n, MetricsSnapshot *s)
 {
-	PartitionFs *fs = partition_fs_get(m->pool, u->part);
-	json_t *q, *b, *i;
+	Partition *part = NULL;
+	PartitionFs *fs = NULL;
 
-	if (!fs)
-		return;
-	q = sizelimit_status(fs, &u->opts, u->projid);
-	b = json_object_get(q, "used_bytes");
-	i = json_object_get(q, "used_inodes");
-	if (json_is_integer(b) && json_is_integer(i)) {
-		mv->has_usage = true;
-		mv->used_bytes = (uint64_t)json_integer_value(b);
-		mv->used_inodes = (uint64_t)json_integer_value(i);
+	for (size_t i = 0; i < n; i++) {
+		MetricsVolume *mv = &s->vols[usage[i].vol];
+
+		if (usage[i].part != part) {
+			partition_fs_put(fs);
+			part = usage[i].part;
+			fs = partition_fs_get(m->pool, part);
+		}
+		/* What Status's quota object shows as used_bytes/used_inodes: only where quota is enforced. */
+		if (fs && fs->quota && sizelimit_usage(fs, usage[i].projid, &mv->used_bytes, &mv->used_inodes) == 0)
+			mv->has_usage = true;
 	}
-	json_decref(q);
 	partition_fs_put(fs);
+}
+
+/* A partition's UUID and escaped label in the snapshot's strings, shared by its volumes' series. */
+typedef struct PartStrings {
+	MetricsStr uuid, label;
+} PartStrings;
+
+/*
+ * The name and partition strings of @v's series: its partition's own when the
+ * record's UUID and label are the partition's (the usual case), copies otherwise.
+ */
+static int volume_strings(MetricsSnapshot *s, const Volume *v, const PartitionInfo *info, const PartStrings *ps,
+			  MetricsVolume *mv)
+{
+	char label[64];
+	int r;
+
+	r = metrics_snapshot_add_string(s, v->name, &mv->name);
+	if (r < 0)
+		return r;
+	if (ps && streq(metrics_str(s, ps->uuid), v->partition_uuid))
+		mv->partition = ps->uuid;
+	else if ((r = metrics_snapshot_add_string(s, v->partition_uuid, &mv->partition)) < 0)
+		return r;
+	label_escape(info && info->label[0] ? info->label : v->partition_label, label, sizeof(label));
+	if (ps && streq(metrics_str(s, ps->label), label))
+		mv->partition_label = ps->label;
+	else if ((r = metrics_snapshot_add_string(s, label, &mv->partition_label)) < 0)
+		return r;
+	return 0;
 }
 
 int manager_metrics_snapshot(Manager *m, MetricsSnapshot *ret)
@@ -56,6 +86,7 @@ int manager_metrics_snapshot(Manager *m, MetricsSnapshot *ret)
 	MetricsSnapshot s = {};
 	Partition **parts = NULL;
 	PartitionInfo *infos = NULL;
+	PartStrings *pstr = NULL;
 	UsageWanted *usage = NULL;
 	size_t n_usage = 0;
 	int r = -ENOMEM;
@@ -65,7 +96,8 @@ int manager_metrics_snapshot(Manager *m, MetricsSnapshot *ret)
 	s.parts = calloc(s.n_parts ? s.n_parts : 1, sizeof(MetricsPartition));
 	parts = calloc(s.n_parts ? s.n_parts : 1, sizeof(Partition *));
 	infos = calloc(s.n_parts ? s.n_parts : 1, sizeof(PartitionInfo));
-	if (!s.parts || !parts || !infos)
+	pstr = calloc(s.n_parts ? s.n_parts : 1, sizeof(PartStrings));
+	if (!s.parts || !parts || !infos || !pstr)
 		goto out;
 	for (size_t i = 0; i < s.n_parts; i++) {
 		MetricsPartition *mp = &s.parts[i];
@@ -81,6 +113,9 @@ int manager_metrics_snapshot(Manager *m, MetricsSnapshot *ret)
 		fs = partition_fs_get(m->pool, parts[i]);
 		partition_space(fs, mp);
 		partition_fs_put(fs);
+		if (metrics_snapshot_add_string(&s, mp->uuid, &pstr[i].uuid) < 0 ||
+		    metrics_snapshot_add_string(&s, mp->label, &pstr[i].label) < 0)
+			goto out;
 		mp->health = manager_health_metric(m, parts[i]);
 		if (manager_selftest_metrics(m, parts[i], mp) < 0)
 			goto out;
@@ -100,12 +135,14 @@ int manager_metrics_snapshot(Manager *m, MetricsSnapshot *ret)
 			Volume *v = registry_at_locked(m->reg, k);
 			const PartitionInfo *info = NULL;
 			MetricsPartition *mp = NULL;
+			const PartStrings *ps = NULL;
 			const char *state;
 
 			for (size_t i = 0; i < s.n_parts; i++)
 				if (parts[i] == v->part) {
 					info = &infos[i];
 					mp = &s.parts[i];
+					ps = &pstr[i];
 				}
 			state = info ? manager_volume_condition(v, info) : "partition-missing";
 			metrics_snapshot_count_state(&s, state);
@@ -115,10 +152,10 @@ int manager_metrics_snapshot(Manager *m, MetricsSnapshot *ret)
 				continue;
 
 			MetricsVolume *mv = &s.vols[s.n_vols++];
-			snprintf(mv->name, sizeof(mv->name), "%s", v->name);
-			snprintf(mv->partition, sizeof(mv->partition), "%s", v->partition_uuid);
-			label_escape(info && info->label[0] ? info->label : v->partition_label, mv->partition_label,
-				     sizeof(mv->partition_label));
+			if (volume_strings(&s, v, info, ps, mv) < 0) {
+				registry_unlock(m->reg);
+				goto out;
+			}
 			mv->state = state;
 			mv->mounts = volume_mount_total(v);
 			mv->size_limit = v->opts.size_bytes;
@@ -134,15 +171,13 @@ int manager_metrics_snapshot(Manager *m, MetricsSnapshot *ret)
 				}
 			}
 			if (v->projid && info && info->present)
-				usage[n_usage++] = (UsageWanted){ .vol = s.n_vols - 1, .part = v->part, .opts = v->opts,
-								  .projid = v->projid };
+				usage[n_usage++] = (UsageWanted){ .vol = s.n_vols - 1, .part = v->part, .projid = v->projid };
 		}
 	}
 	registry_unlock(m->reg);
 
 	/* One quotactl per limited volume, outside every lock. */
-	for (size_t i = 0; i < n_usage; i++)
-		volume_usage(m, &usage[i], &s.vols[usage[i].vol]);
+	volumes_usage(m, usage, n_usage, &s);
 
 	*ret = s;
 	s = (MetricsSnapshot){};
@@ -151,6 +186,7 @@ out:
 	metrics_snapshot_done(&s);
 	free(parts);
 	free(infos);
+	free(pstr);
 	free(usage);
 	return r;
 }

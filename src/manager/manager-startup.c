@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -577,6 +578,14 @@ int manager_start(Manager *m, char **reterr_msg)
 {
 	int r;
 
+#if defined(NVMEVOL_TEST_HOOKS) && NVMEVOL_TEST_HOOKS
+	{
+		/* Tests stretch start-up (as 100,000 records would) to see what is answered meanwhile. */
+		const char *e = getenv("NVMEVOL_TEST_START_PAUSE_MS");
+		if (e)
+			usleep((useconds_t)atoi(e) * 1000);
+	}
+#endif
 	r = store_open(m->cfg->state_dir, &m->store, reterr_msg);
 	if (r < 0)
 		return r;

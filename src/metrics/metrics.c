@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -25,7 +26,32 @@ void metrics_snapshot_done(MetricsSnapshot *s)
 		free(s->parts[i].history);
 	free(s->parts);
 	free(s->vols);
+	free(s->strings);
 	*s = (MetricsSnapshot){};
+}
+
+int metrics_snapshot_add_string(MetricsSnapshot *s, const char *str, MetricsStr *ret)
+{
+	size_t n = strlen(str) + 1;
+
+	if (s->strings_len + n > UINT32_MAX)
+		return -ENOMEM;
+	if (s->strings_len + n > s->strings_cap) {
+		size_t cap = s->strings_cap ? s->strings_cap * 2 : 4096;
+		char *p;
+
+		while (cap < s->strings_len + n)
+			cap *= 2;
+		p = realloc(s->strings, cap);
+		if (!p)
+			return -ENOMEM;
+		s->strings = p;
+		s->strings_cap = cap;
+	}
+	memcpy(s->strings + s->strings_len, str, n);
+	*ret = (MetricsStr)s->strings_len;
+	s->strings_len += n;
+	return 0;
 }
 
 void metrics_snapshot_count_state(MetricsSnapshot *s, const char *state)
@@ -294,7 +320,7 @@ static void render_vol_gauge(Prom *pr, const MetricsSnapshot *s, const char *nam
 		if (!get(v, &x))
 			continue;
 		family_once(pr, &begun, name, "gauge", help);
-		prom_sample(pr, "", PROM_LABELS("volume", v->name, "partition", v->partition), x);
+		prom_sample(pr, "", PROM_LABELS("volume", metrics_str(s, v->name), "partition", metrics_str(s, v->partition)), x);
 	}
 }
 
@@ -316,8 +342,9 @@ static void render_volumes(Prom *pr, const MetricsSnapshot *s)
 	for (size_t i = 0; i < s->n_vols; i++) {
 		const MetricsVolume *v = &s->vols[i];
 
-		prom_sample(pr, "", PROM_LABELS("volume", v->name, "partition", v->partition, "partition_label",
-						 v->partition_label, "state", v->state ? v->state : "unknown"),
+		prom_sample(pr, "", PROM_LABELS("volume", metrics_str(s, v->name), "partition", metrics_str(s, v->partition),
+						 "partition_label", metrics_str(s, v->partition_label), "state",
+						 v->state ? v->state : "unknown"),
 			    1);
 	}
 	render_vol_gauge(pr, s, "nvmevol_volume_mounts", "Mounts of the volume Docker holds (0 when unmounted)", get_mounts);
@@ -336,7 +363,7 @@ static void render_volumes(Prom *pr, const MetricsSnapshot *s)
 			continue;
 		family_once(pr, &begun, "nvmevol_volume_selftest_verdict", "gauge",
 			    "Self-test verdict of the volume's last mount against its own thresholds (value 1; label verdict)");
-		prom_sample(pr, "", PROM_LABELS("volume", v->name, "partition", v->partition, "verdict",
+		prom_sample(pr, "", PROM_LABELS("volume", metrics_str(s, v->name), "partition", metrics_str(s, v->partition), "verdict",
 						 selftest_verdict_to_string(v->verdict)),
 			    1);
 	}
@@ -389,16 +416,44 @@ static void render_process(Prom *pr, const MetricsSnapshot *s, const StatsSnapsh
 	}
 }
 
-char *metrics_render(const MetricsSnapshot *s, const StatsSnapshot *st, int64_t now, size_t *ret_len)
+int metrics_render_file(FILE *f, const MetricsSnapshot *s, const StatsSnapshot *st, int64_t now)
 {
 	Prom pr;
 
-	if (prom_begin(&pr) < 0)
-		return NULL;
+	prom_begin_file(&pr, f);
 	render_process(&pr, s, st, now);
 	render_partitions(&pr, s);
 	render_volumes(&pr, s);
-	return prom_end(&pr, ret_len);
+	return prom_end_file(&pr);
+}
+
+char *metrics_render(const MetricsSnapshot *s, const StatsSnapshot *st, int64_t now, size_t *ret_len)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	int r;
+
+	if (!f)
+		return NULL;
+	r = metrics_render_file(f, s, st, now);
+	if (fclose(f) != 0 || r < 0) {
+		free(buf);
+		return NULL;
+	}
+	if (ret_len)
+		*ret_len = len;
+	return buf;
+}
+
+/* nvmevol_up 0 and when: the file a stopped plugin leaves. */
+static int render_stopped(FILE *f, int64_t now)
+{
+	Prom pr;
+
+	prom_begin_file(&pr, f);
+	render_up(&pr, false, now);
+	return prom_end_file(&pr);
 }
 
 /* ---- The writer ---- */
@@ -413,46 +468,130 @@ struct MetricsWriter {
 
 	pthread_t thread;
 	bool started;
-	pthread_mutex_t lock; /* guards dirty, stop and last_write_ms */
+	pthread_mutex_t lock; /* guards dirty, dirty_since_ms, stop and last_write_ms */
 	pthread_cond_t cond;  /* CLOCK_MONOTONIC */
 	bool dirty, stop;
+	uint64_t dirty_since_ms; /* the first change not written yet */
 	uint64_t last_write_ms;
 
-	pthread_mutex_t write_lock; /* one write at a time; guards failing */
+	pthread_mutex_t write_lock; /* one write at a time; guards failing and iobuf */
 	bool failing;               /* the last write failed: log the next failure only at debug level */
+	char iobuf[32768];          /* the stream's buffer: the file is written through it, never held whole */
 };
 
+/* MetricsWriterCounters, process-wide (one writer per process), so a reader never needs the writer. */
+static _Atomic uint64_t count_writes, count_failures, count_changes, count_cpu_ns, count_last_cpu_ns, count_last_bytes;
 
-static int write_text(MetricsWriter *w, const char *text, size_t len)
+void metrics_counters(MetricsWriterCounters *ret)
 {
-	/* 0644: node_exporter usually runs unprivileged. The temp name never matches *.prom. */
-	/* A report, not state: atomic for readers, no fsync (after a crash the next write replaces it anyway). */
-	return write_file_replace_at(w->dirfd, METRICS_FILE, text, len, 0644);
+	*ret = (MetricsWriterCounters){
+		.writes = atomic_load(&count_writes),
+		.failures = atomic_load(&count_failures),
+		.changes = atomic_load(&count_changes),
+		.cpu_ns = atomic_load(&count_cpu_ns),
+		.last_cpu_ns = atomic_load(&count_last_cpu_ns),
+		.last_bytes = atomic_load(&count_last_bytes),
+	};
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+typedef int (*RenderFn)(FILE *f, void *userdata);
+
+/*
+ * Streams @render's text into a temp file and renames it over the file.
+ * 0644: node_exporter usually runs unprivileged. The temp name never matches
+ * *.prom. A report, not state: atomic for readers, no fsync (after a crash the
+ * next write replaces it anyway). Called with write_lock held (iobuf).
+ */
+static int write_streamed(MetricsWriter *w, RenderFn render, void *userdata, uint64_t *ret_bytes)
+{
+	char tmp[REPLACE_TMP_NAME_MAX];
+	FILE *f;
+	int fd, r;
+	off_t end;
+
+	fd = replace_tmp_open_at(w->dirfd, METRICS_FILE, 0644, tmp);
+	if (fd < 0)
+		return fd;
+	f = fdopen(fd, "w");
+	if (!f) {
+		r = negative_errno();
+		(void)close(fd);
+		return replace_tmp_finish_at(w->dirfd, tmp, METRICS_FILE, r, false);
+	}
+	(void)setvbuf(f, w->iobuf, _IOFBF, sizeof(w->iobuf));
+	r = render(f, userdata);
+	if (r >= 0 && fflush(f) != 0)
+		r = negative_errno();
+	end = ftello(f);
+	if (fclose(f) != 0 && r >= 0)
+		r = negative_errno();
+	if (r >= 0 && ret_bytes)
+		*ret_bytes = end > 0 ? (uint64_t)end : 0;
+	return replace_tmp_finish_at(w->dirfd, tmp, METRICS_FILE, r, false);
+}
+
+typedef struct RenderArgs {
+	const MetricsSnapshot *snap;
+	const StatsSnapshot *st;
+	int64_t now;
+} RenderArgs;
+
+static int render_running(FILE *f, void *userdata)
+{
+	const RenderArgs *a = userdata;
+
+	return metrics_render_file(f, a->snap, a->st, a->now);
+}
+
+static int render_final(FILE *f, void *userdata)
+{
+	return render_stopped(f, *(const int64_t *)userdata);
 }
 
 int metrics_writer_write(MetricsWriter *w)
 {
 	MetricsSnapshot snap = {};
 	StatsSnapshot st;
-	_cleanup_free_ char *text = NULL;
-	size_t len = 0;
+	uint64_t cpu0, bytes = 0;
 	int r;
 
 	pthread_mutex_lock(&w->write_lock);
+	cpu0 = thread_cpu_ns();
 	r = w->collect(w->userdata, &snap);
 	if (r >= 0) {
+		RenderArgs a = { .snap = &snap, .st = &st, .now = (int64_t)time(NULL) };
+
 		snap.start_time = w->start_time;
 		stats_snapshot(&st);
-		text = metrics_render(&snap, &st, (int64_t)time(NULL), &len);
-		r = text ? write_text(w, text, len) : -ENOMEM;
+		r = write_streamed(w, render_running, &a, &bytes);
 	}
 	metrics_snapshot_done(&snap);
+	/* The snapshot's blocks, and what requests freed since the last write, back to the kernel. */
+	(void)malloc_trim(0);
+	{
+		uint64_t cpu = thread_cpu_ns() - cpu0;
+
+		atomic_fetch_add(&count_cpu_ns, cpu);
+		atomic_store(&count_last_cpu_ns, cpu);
+	}
 	if (r < 0) {
+		atomic_fetch_add(&count_failures, 1);
 		stats_error(STATS_ERROR_METRICS_WRITE);
 		if (!w->failing)
 			log_warning_errno(r, "cannot write the metrics file %s/%s", w->dir, METRICS_FILE);
 		w->failing = true;
 	} else {
+		atomic_fetch_add(&count_writes, 1);
+		atomic_store(&count_last_bytes, bytes);
 		if (w->failing)
 			log_info("metrics file %s/%s written again", w->dir, METRICS_FILE);
 		w->failing = false;
@@ -470,8 +609,13 @@ static void *writer_main(void *arg)
 		uint64_t due = w->last_write_ms + (uint64_t)w->interval_s * 1000, now;
 		struct timespec ts;
 
-		if (w->dirty && w->last_write_ms + METRICS_MIN_GAP_MS < due)
-			due = w->last_write_ms + METRICS_MIN_GAP_MS;
+		if (w->dirty) {
+			uint64_t settled = w->dirty_since_ms + METRICS_SETTLE_MS, gap = w->last_write_ms + METRICS_MIN_GAP_MS;
+			uint64_t soonest = settled > gap ? settled : gap;
+
+			if (soonest < due)
+				due = soonest;
+		}
 		now = now_mono_ms();
 		if (now < due) {
 			ts.tv_sec = (time_t)(due / 1000);
@@ -501,9 +645,14 @@ void metrics_writer_notify(MetricsWriter *w)
 {
 	if (!w)
 		return;
+	atomic_fetch_add(&count_changes, 1);
 	pthread_mutex_lock(&w->lock);
-	w->dirty = true;
-	pthread_cond_signal(&w->cond);
+	if (!w->dirty) {
+		/* Only the first change of a burst wakes the thread: it sleeps until the burst settled. */
+		w->dirty = true;
+		w->dirty_since_ms = now_mono_ms();
+		pthread_cond_signal(&w->cond);
+	}
 	pthread_mutex_unlock(&w->lock);
 }
 
@@ -538,6 +687,12 @@ int metrics_writer_start(const char *dir, unsigned interval_s, MetricsCollect co
 	w->collect = collect;
 	w->userdata = userdata;
 	w->start_time = (int64_t)time(NULL);
+	atomic_store(&count_writes, 0);
+	atomic_store(&count_failures, 0);
+	atomic_store(&count_changes, 0);
+	atomic_store(&count_cpu_ns, 0);
+	atomic_store(&count_last_cpu_ns, 0);
+	atomic_store(&count_last_bytes, 0);
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_mutex_init(&w->write_lock, NULL);
 	pthread_condattr_init(&ca);
@@ -579,9 +734,7 @@ int metrics_writer_start(const char *dir, unsigned interval_s, MetricsCollect co
 
 MetricsWriter *metrics_writer_stop(MetricsWriter *w)
 {
-	Prom pr;
-	char *text;
-	size_t len = 0;
+	int64_t now;
 
 	if (!w)
 		return NULL;
@@ -598,12 +751,10 @@ MetricsWriter *metrics_writer_stop(MetricsWriter *w)
 		(void)pthread_join(w->thread, NULL);
 
 	/* What a scrape of a stopped plugin should say: not up, and since when. */
-	if (prom_begin(&pr) == 0) {
-		render_up(&pr, false, (int64_t)time(NULL));
-		text = prom_end(&pr, &len);
-		if (text && write_text(w, text, len) < 0)
-			log_warning("cannot write the final metrics file %s/%s", w->dir, METRICS_FILE);
-		free(text);
-	}
+	now = (int64_t)time(NULL);
+	pthread_mutex_lock(&w->write_lock);
+	if (write_streamed(w, render_final, &now, NULL) < 0)
+		log_warning("cannot write the final metrics file %s/%s", w->dir, METRICS_FILE);
+	pthread_mutex_unlock(&w->write_lock);
 	return writer_free(w);
 }

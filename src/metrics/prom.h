@@ -2,7 +2,8 @@
 /*
  * The Prometheus text exposition format (version 0.0.4), as node_exporter's
  * textfile collector reads it: "# HELP" and "# TYPE" once per metric family,
- * its samples right after, label values escaped. Pure code: text in memory.
+ * its samples right after, label values escaped. Pure code: text in memory
+ * (prom_begin) or on a stream the caller owns (prom_begin_file).
  */
 #pragma once
 
@@ -16,6 +17,7 @@ typedef struct Prom {
 	char *buf;
 	size_t len;
 	bool failed;        /* OOM, or a caller's invalid name: the text is not returned */
+	bool own;           /* f is our memory stream (prom_begin), not the caller's */
 	char family[128];   /* the family being written, to check sample names against */
 } Prom;
 
@@ -27,6 +29,8 @@ bool prom_metric_name_is_valid(const char *s);
 bool prom_label_name_is_valid(const char *s);
 
 int prom_begin(Prom *p);
+/* Writes to @f (the caller's; buffered as the caller set it up); end with prom_end_file(). */
+void prom_begin_file(Prom *p, FILE *f);
 /* Starts a family: "# HELP name help" and "# TYPE name type" (gauge, counter, histogram). */
 void prom_family(Prom *p, const char *name, const char *type, const char *help);
 /*
@@ -45,3 +49,5 @@ void prom_histogram(Prom *p, const char *const *labels, const double *bounds, co
 		    double sum);
 /* The text (malloc'd, NUL-terminated) and its length, or NULL if anything failed. Frees the rest. */
 char *prom_end(Prom *p, size_t *ret_len);
+/* After prom_begin_file(): flushes @f; 0, -EINVAL for a caller's invalid name, or -errno of the stream. */
+int prom_end_file(Prom *p);

@@ -66,28 +66,24 @@ bool is_atomic_tmp_name(const char *name)
 	return name[0] == '.' && strstr(name, ".tmp.") != NULL;
 }
 
-static int replace_file_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode, bool durable)
+int replace_tmp_open_at(int dirfd, const char *name, mode_t mode, char ret_tmp[static REPLACE_TMP_NAME_MAX])
 {
-	char tmp[320];
 	uint64_t rnd = 0;
-	int fd, r;
+	int fd;
 
 	if (strlen(name) > 255 - 24)
 		return -ENAMETOOLONG;
 	if (getrandom(&rnd, sizeof(rnd), GRND_NONBLOCK) < 0)
-		rnd = (uint64_t)getpid() ^ (uint64_t)(uintptr_t)buf;
-	snprintf(tmp, sizeof(tmp), ".%s.tmp.%016llx", name, (unsigned long long)rnd);
+		rnd = (uint64_t)getpid() ^ (uint64_t)(uintptr_t)ret_tmp;
+	snprintf(ret_tmp, REPLACE_TMP_NAME_MAX, ".%s.tmp.%016llx", name, (unsigned long long)rnd);
 
-	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-	if (fd < 0)
-		return negative_errno();
+	fd = openat(dirfd, ret_tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	return fd < 0 ? negative_errno() : fd;
+}
 
-	r = write_all(fd, buf, len);
-	if (r == 0 && durable && fsync(fd) < 0)
-		r = negative_errno();
-	if (close(fd) < 0 && r == 0)
-		r = negative_errno();
-	if (r == 0 && renameat(dirfd, tmp, dirfd, name) < 0)
+int replace_tmp_finish_at(int dirfd, const char *tmp, const char *name, int r, bool durable)
+{
+	if (r >= 0 && renameat(dirfd, tmp, dirfd, name) < 0)
 		r = negative_errno();
 	if (r < 0) {
 		(void)unlinkat(dirfd, tmp, 0);
@@ -97,6 +93,22 @@ static int replace_file_at(int dirfd, const char *name, const void *buf, size_t 
 	if (durable && fsync(dirfd) < 0)
 		return negative_errno();
 	return 0;
+}
+
+static int replace_file_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode, bool durable)
+{
+	char tmp[REPLACE_TMP_NAME_MAX];
+	int fd, r;
+
+	fd = replace_tmp_open_at(dirfd, name, mode, tmp);
+	if (fd < 0)
+		return fd;
+	r = write_all(fd, buf, len);
+	if (r == 0 && durable && fsync(fd) < 0)
+		r = negative_errno();
+	if (close(fd) < 0 && r == 0)
+		r = negative_errno();
+	return replace_tmp_finish_at(dirfd, tmp, name, r, durable);
 }
 
 int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode)

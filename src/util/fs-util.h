@@ -32,6 +32,17 @@ int write_file_atomic_at(int dirfd, const char *name, const void *buf, size_t le
 /* The same without the fsyncs: readers never see half a file, but a crash may keep the old one (reports, not state). */
 int write_file_replace_at(int dirfd, const char *name, const void *buf, size_t len, mode_t mode);
 
+/*
+ * The two halves of those, for a writer that streams: replace_tmp_open_at()
+ * creates the temp file (O_EXCL|O_NOFOLLOW) and returns its fd; the caller
+ * writes (and, for @durable, fsyncs) and closes it, then
+ * replace_tmp_finish_at() renames it over @name if @r (the caller's result) is
+ * >= 0, or removes it. With @durable the directory is fsynced after the rename.
+ */
+#define REPLACE_TMP_NAME_MAX 320
+int replace_tmp_open_at(int dirfd, const char *name, mode_t mode, char ret_tmp[static REPLACE_TMP_NAME_MAX]);
+int replace_tmp_finish_at(int dirfd, const char *tmp, const char *name, int r, bool durable);
+
 /* Reads a regular file (never through a symlink), at most @max bytes, NUL-terminated. */
 int read_file_at(int dirfd, const char *name, size_t max, char **ret, size_t *ret_len);
 

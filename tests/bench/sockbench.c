@@ -14,6 +14,9 @@
  *   sockbench ready SOCK TIMEOUT_MS CMD [ARGS...]
  *       fork+exec CMD (environment inherited), then send List until one
  *       succeeds; prints "PID MS" (the daemon keeps running).
+ *   sockbench ready-activate SOCK TIMEOUT_MS CMD [ARGS...]
+ *       The same, first until Plugin.Activate is answered (what Docker's
+ *       activation waits for), then until a List is; prints "PID MS_ACTIVATE MS_LIST".
  *
  * HTTP/1.1 with a keep-alive connection (what Docker's plugin client does),
  * reconnecting when the server closes it. Exit status 1 on any failed request.
@@ -238,9 +241,26 @@ static int cmd_endpoints(const char *prefix, long nvols, int rounds, int samples
 	return 0;
 }
 
-static int cmd_ready(long timeout_ms, char **argv)
+/* Sends @endpoint until it is answered; the ms since @t0, or -1 after @timeout_ms. */
+static double wait_answered(const char *endpoint, double t0, long timeout_ms)
 {
-	double t0 = now_us();
+	for (;;) {
+		if (request(endpoint, "{}") == 0)
+			return (now_us() - t0) / 1e3;
+		if (conn_fd >= 0)
+			close(conn_fd);
+		conn_fd = -1;
+		if ((now_us() - t0) / 1e3 > (double)timeout_ms) {
+			fprintf(stderr, "sockbench: %s not answered after %ld ms\n", endpoint, timeout_ms);
+			return -1;
+		}
+		usleep(500);
+	}
+}
+
+static int cmd_ready(long timeout_ms, char **argv, int activate_first)
+{
+	double t0 = now_us(), ms_activate = 0, ms;
 	pid_t pid;
 
 	quiet = 1;
@@ -252,21 +272,14 @@ static int cmd_ready(long timeout_ms, char **argv)
 		execvp(argv[0], argv);
 		_exit(127);
 	}
-	for (;;) {
-		if (request("/VolumeDriver.List", "{}") == 0) {
-			printf("%d %.1f\n", (int)pid, (now_us() - t0) / 1e3);
-			return 0;
-		}
-		if (conn_fd >= 0)
-			close(conn_fd);
-		conn_fd = -1;
-		if ((now_us() - t0) / 1e3 > (double)timeout_ms) {
-			fprintf(stderr, "sockbench: not ready after %ld ms\n", timeout_ms);
-			printf("%d -1\n", (int)pid);
-			return 1;
-		}
-		usleep(500);
-	}
+	if (activate_first)
+		ms_activate = wait_answered("/Plugin.Activate", t0, timeout_ms);
+	ms = ms_activate < 0 ? -1 : wait_answered("/VolumeDriver.List", t0, timeout_ms);
+	if (activate_first)
+		printf("%d %.1f %.1f\n", (int)pid, ms_activate, ms);
+	else
+		printf("%d %.1f\n", (int)pid, ms);
+	return ms < 0 ? 1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -281,7 +294,11 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 5 && !strcmp(argv[1], "ready")) {
 		sock_path = argv[2];
-		return cmd_ready(atol(argv[3]), argv + 4);
+		return cmd_ready(atol(argv[3]), argv + 4, 0);
+	}
+	if (argc >= 5 && !strcmp(argv[1], "ready-activate")) {
+		sock_path = argv[2];
+		return cmd_ready(atol(argv[3]), argv + 4, 1);
 	}
 	fprintf(stderr, "usage: see the comment at the top of sockbench.c\n");
 	return 2;

@@ -224,11 +224,11 @@ int testbed_spawn(Testbed *tb, const char *const *extra_env)
 int testbed_wait_ready(Testbed *tb)
 {
 	tb->exit_status = -1;
-	/* Ready when Capabilities is answered (the socket accepts only after start-up). */
+	/* Ready when List is answered: it waits for the state (Activate and Capabilities are answered before). */
 	for (int i = 0; i < 200; i++) {
 		ClientReply rep = { 0 };
 
-		if (client_post(tb->sock, "/VolumeDriver.Capabilities", &rep, "{}") == 0 && rep.status == 200) {
+		if (client_post(tb->sock, "/VolumeDriver.List", &rep, "{}") == 0 && rep.status == 200) {
 			client_reply_done(&rep);
 			return 0;
 		}

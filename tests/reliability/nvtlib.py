@@ -260,7 +260,8 @@ class Testbed:
                 raise RuntimeError("daemon exited with %s during start; log: %s\n%s" %
                                    (self.proc.returncode, self.logpath, self.log_tail()))
             try:
-                st, _ = self.call("/Plugin.Activate", {}, timeout=2)
+                # List waits for the state; Activate is answered before it is loaded.
+                st, _ = self.call("/VolumeDriver.List", {}, timeout=2)
                 if st == 200:
                     return time.monotonic() - t0
             except (OSError, http.client.HTTPException):
@@ -310,7 +311,7 @@ class Testbed:
         if served:
             while time.monotonic() - t0 < timeout:
                 try:
-                    if self.call("/Plugin.Activate", {}, timeout=5)[0] == 200:
+                    if self.call("/VolumeDriver.List", {}, timeout=5)[0] == 200:
                         return True, st
                 except OSError:
                     pass
