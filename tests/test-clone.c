@@ -1047,7 +1047,12 @@ Test(clone, the_budget_holds_inside_one_large_changed_file)
 	clone_set_before_freeze_hook(rewrite_big, src);
 	r = do_clone(root_fd, budget, &st, &err);
 	cr_assert_eq(r, -ETIME, "clone_tree returned %d: %s", r, err ? err : "");
-	cr_assert(err && strstr(err, "budget of 120 ms"), "message: %s", err);
+	/*
+	 * Either the walk saw the budget pass, or, on a machine so loaded that one
+	 * read outlasted the budget by a second, the guardian thawed first: both
+	 * fail the clone without a torn copy.
+	 */
+	cr_assert(err && (strstr(err, "budget of 120 ms") || strstr(err, "thawed by someone else")), "message: %s", err);
 	cr_log_info("frozen %.1f ms (budget %u ms): %s", st.frozen_us / 1000.0, budget, err);
 	/*
 	 * The check that matters is deterministic: the change was not read whole
