@@ -93,7 +93,7 @@ stage_deps() {
 	apt-get install -y -qq --no-install-recommends \
 		build-essential meson ninja-build pkg-config clang libclang-rt-14-dev \
 		libmicrohttpd-dev libjansson-dev libmount-dev libblkid-dev libcriterion-dev \
-		xfsprogs util-linux fdisk acl attr fio strace valgrind python3 curl jq \
+		xfsprogs util-linux fdisk dmsetup acl attr fio strace valgrind python3 curl jq \
 		qemu-system-x86 cpio kmod busybox-static \
 		docker.io docker-registry docker-compose debootstrap iproute2 \
 		prometheus python3-prometheus-client gnuplot-nox scdoc man-db >/dev/null || return 1
@@ -142,11 +142,11 @@ stage_fuzz() { tests/fuzz/run.sh "${NVMEVOL_FUZZ_SECONDS:-15}"; }
 stage_reliability() { tests/reliability/run-all.sh; }
 # The self-test history's drift check: a throttled partition turns pass into below-baseline (about 10 s).
 stage_drift() { tests/drift/drift.sh; }
-# Both qemu suites; one "N passed, N failed" line for the stage.
+# The qemu suites (quota, NVMe, clones under quota, power loss); one "N passed, N failed" line for the stage.
 stage_qemu() {
 	local p=0 f=0 rc=0 out line
 	# NVMEVOL_QEMU_SUITES: other scripts in their place (to check this stage's counting on fakes).
-	for suite in ${NVMEVOL_QEMU_SUITES:-tests/qemu/run-quota-tests.sh tests/qemu/run-nvme-tests.sh tests/qemu/run-clone-quota-tests.sh}; do
+	for suite in ${NVMEVOL_QEMU_SUITES:-tests/qemu/run-quota-tests.sh tests/qemu/run-nvme-tests.sh tests/qemu/run-clone-quota-tests.sh tests/qemu/run-powerloss-tests.sh}; do
 		out=$(mktemp)
 		"$suite" 2>&1 | tee "$out"
 		[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1

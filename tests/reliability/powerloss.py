@@ -38,6 +38,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import logwrites  # noqa: E402
@@ -136,11 +137,15 @@ class Bed(nvtlib.Testbed):
 
 # ---- the workload ----
 
+class EnoughOps(Exception):
+    pass
+
+
 class Workload:
     """Drives the daemon and keeps, after each request, what it acknowledged (self.after[k])."""
 
-    def __init__(self, bed, mark, nparts, rnd):
-        self.bed, self.mark, self.nparts, self.rnd = bed, mark, nparts, rnd
+    def __init__(self, bed, mark, nparts, rnd, max_ops=None):
+        self.bed, self.mark, self.nparts, self.rnd, self.max_ops = bed, mark, nparts, rnd, max_ops
         self.model = {}          # name -> what Get showed right after the last acknowledged change
         self.ops = []            # (kind, touched names, ok, what)
         self.after = []          # self.after[k]: the model after op k
@@ -165,6 +170,8 @@ class Workload:
 
     def op(self, kind, names, fn, expect_ok=True):
         k = len(self.ops)
+        if self.max_ops is not None and k >= self.max_ops:
+            raise EnoughOps()
         self.mark("B%d" % k)
         ok, what = fn()
         self.mark("A%d" % k)
@@ -236,6 +243,8 @@ class Workload:
         """Stops the daemon (SIGTERM, or SIGKILL inside a Create) and starts it: start-up recovery is
         recorded too. The op is acknowledged by the restart, whatever the interrupted request did."""
         k = len(self.ops)
+        if self.max_ops is not None and k >= self.max_ops:
+            raise EnoughOps()
         name = "killed%d" % k
         self.mark("B%d" % k)
         if how == "kill":
@@ -437,9 +446,11 @@ def record(args, bed, rnd):
     sh("mount", "-t", "xfs", "/dev/mapper/pwl-st", bed.state)
     t0 = time.monotonic()
     bed.start(timeout=120)
-    wl = Workload(bed, mark, args.parts, rnd)
+    wl = Workload(bed, mark, args.parts, rnd, args.ops)
     try:
         wl.run()
+    except EnoughOps:
+        pass
     finally:
         bed.stop() if bed.alive() else None
         bed.unmount_all()
@@ -465,23 +476,29 @@ def cut_plan(lg, args, rnd):
     else:
         chosen = rnd.sample(flushes, min(args.flush_sample, len(flushes)))
     plan |= {(f + 1, "flush", None) for f in chosen}
-    # Epochs: the writes logged between two flush/FUA points (or marks, which order the requests);
-    # a power cut before the flush that ends one may have persisted any subset of them.
+    # Epochs: the writes logged between two FLUSH entries, with no mark among them (else the
+    # requests in flight are not one). Before the flush that ends one completed, a disk with a
+    # volatile cache may have persisted any subset of its plain writes, in any order; its FUA
+    # writes were durable once complete (they are logged as they complete, so all of them had
+    # by the flush), and the flush's own data lands after all of them (PREFLUSH): never in.
     epochs = []
     prev = 0
     for e in lg.entries:
-        if e.flags & (logwrites.FLUSH | logwrites.FUA | logwrites.MARK):
-            ws = [x.index for x in lg.entries[prev:e.index + 1] if x.is_write()]
-            if len(ws) >= 2:
-                epochs.append((prev, ws))
+        if e.flags & logwrites.FLUSH:
+            span = lg.entries[prev:e.index]
+            ws = [x.index for x in span if x.is_write() and not x.flags & logwrites.FUA]
+            fua = [x.index for x in span if x.is_write() and x.flags & logwrites.FUA]
+            if len(ws) >= 2 and not any(x.mark is not None for x in span):
+                epochs.append((prev, ws, fua))
             prev = e.index + 1
     out = sorted(plan)
     # The larger epochs first (most of them hold two writes: a log write and its data).
     big = [ep for ep in epochs if len(ep[1]) >= 3]
     pool = big if len(big) >= args.reorders else epochs
-    for start, ws in rnd.sample(pool, min(args.reorders, len(pool))):
+    for start, ws, fua in rnd.sample(pool, min(args.reorders, len(pool))):
+        # The plain writes first: one to a sector a FUA write also wrote never covers the durable one.
         sub = rnd.sample(ws, rnd.randint(1, len(ws) - 1))
-        out.append((start, "reorder", tuple(sub)))
+        out.append((start, "reorder", tuple(sub + fua)))
     out.sort(key=lambda c: (c[0], c[1] != "reorder"))
     return out
 
@@ -516,7 +533,10 @@ def replay(args, bed, wl, lg, rnd, counts):
         try:
             bad = check_cut(bed, wl, args.parts, before, counts)
         except Exception as e:   # noqa: BLE001 - a check that cannot finish is a failed cut, not a stop
-            bad = ["the check failed: %r" % e]
+            tb = traceback.extract_tb(e.__traceback__)[-1]
+            xfs = [ln for ln in sh("dmesg", check=False).stdout.splitlines() if "XFS" in ln][-4:]
+            bad = ["the check failed: %r at %s:%d (%s); kernel: %s" % (e, tb.filename, tb.lineno, tb.line,
+                                                                         " / ".join(xfs))]
         finally:
             remove_slices(args.parts)
             dm_remove("pwl-snap")
@@ -548,6 +568,7 @@ def main():
     ap.add_argument("--reorders", type=int, default=20)
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--sabotage", action="store_true")
+    ap.add_argument("--ops", type=int, default=None, help="stop the workload after this many requests")
     ap.add_argument("--binary", default=nvtlib.default_binary())
     args = ap.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(1 << 32)
