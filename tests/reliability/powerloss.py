@@ -9,13 +9,14 @@ flush of both. Phases:
 
 1. record: the real daemon on the slices, driven over its plugin socket and its admin socket
    through Create (with and without owner, mode and limits, pinned and placed), Mount, Unmount,
-   Remove, clones of a volume in use and not, resize, set, forget, a kill -9 inside a request and
-   the start-up recovery after it, a graceful restart; a mark in the log before each request
-   ("B<k>") and after its answer ("A<k>");
+   Remove, clones of a volume in use and not, resize, set, a kill -9 inside a request and the
+   start-up recovery after it, a graceful restart (not forget, release or adopt); a mark in the
+   log before each request ("B<k>") and after its answer ("A<k>");
 2. replay (logwrites.py): the disk rebuilt at cut points, onto a copy of the disk as it was
-   when logging began, under a transient dm-snapshot: every mark (what was acknowledged), every
-   flush/FUA point (--ci: a seeded sample), and sampled points inside a flush epoch where a
-   random subset of the epoch's writes, in random order, reached the disk;
+   when logging began, under a dm-snapshot: every answer (what was acknowledged), every
+   flush/FUA point (or a seeded sample: --mark-sample, --flush-sample), and --reorders points
+   inside a flush epoch where a random subset of the epoch's writes, in random order, reached
+   the disk;
 3. at each cut: both XFS mount, the daemon starts on them, every volume acknowledged before the
    cut is there as it was acknowledged (partition, owner, mode, options, limits as the kernel
    enforces them, its files; a clone complete and independent of its source), every
@@ -24,9 +25,9 @@ flush of both. Phases:
    counts agree with the binds; then `xfs_repair -n` is clean on every filesystem.
 
 It prints one line of figures and "N passed, N failed" (one test per cut point, plus the
-recording). --sabotage runs the daemon with NVMEVOL_TEST_SKIP_FSYNC=file (a test build: the
-atomic write of state files skips the fsync of the file before its rename): the suite must
-report violations.
+recording). --sabotage records the daemon with NVMEVOL_TEST_SKIP_FSYNC=file (a test build: the
+atomic write of state files skips the fsync of the file before its rename) and is one test that
+passes only if a cut reports a violation.
 """
 
 import argparse
