@@ -49,12 +49,11 @@ trap 'rm -rf "$work"' EXIT
 # The data disks: at 1 MiB the state directory's XFS, then each pool partition's, 320 MiB each
 # (the offsets of tests/reliability/powerloss.py's slices()).
 make_data() { # make_data IMAGE NPARTS: the image, and IMAGE.base (the same bytes)
-	local img=$1 n=$2 i label
+	local img=$1 n=$2 i labels=(pwlstate pwl-a pwl-b)
 	truncate -s 1024M "$img"
 	for ((i = 0; i <= n; i++)); do
-		if [ "$i" = 0 ]; then label=pwlstate; else label=pwl-$(printf "\\x$(printf %x $((96 + i)))"); fi
 		truncate -s 320M "$work/slice"
-		mkfs.xfs -q -f -K -L "$label" "$work/slice" || return 1
+		mkfs.xfs -q -f -K -L "${labels[i]}" "$work/slice" || return 1
 		dd if="$work/slice" of="$img" bs=1M seek=$((1 + i * 320)) conv=notrunc,sparse status=none || return 1
 		rm -f "$work/slice"
 	done
