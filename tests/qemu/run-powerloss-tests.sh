@@ -97,7 +97,7 @@ disk pwlcow "$work/cow.img"
 # What each recording replays: CI samples (seeded) the answers, flush points and epochs.
 args_for() { # args_for RECORDING
 	case "$MODE,$1" in
-	*,s) echo "--parts 2 --sabotage --ops 6 --mark-sample 3 --flush-sample 0 --reorders 0" ;;
+	*,s) echo "--parts 2 --sabotage --ops 6 --mark-sample 5 --flush-sample 0 --reorders 0" ;;
 	ci,2) echo "--parts 2 --mark-sample 6 --flush-sample 2 --reorders 2" ;;
 	ci,1) echo "--parts 1 --mark-sample 2 --flush-sample 1 --reorders 1" ;;
 	full,*) echo "--parts $1 --reorders 200" ;;

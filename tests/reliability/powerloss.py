@@ -505,16 +505,16 @@ def cut_plan(lg, args, rnd):
             span = lg.entries[prev:e.index]
             ws = [x.index for x in span if x.is_write() and not x.flags & logwrites.FUA]
             fua = [x.index for x in span if x.is_write() and x.flags & logwrites.FUA]
-            if len(ws) >= 2 and not any(x.mark is not None for x in span):
+            if ws and not any(x.mark is not None for x in span):
                 epochs.append((prev, ws, fua))
             prev = e.index + 1
     out = sorted(plan)
-    # The larger epochs first (most of them hold two writes: a log write and its data).
-    big = [ep for ep in epochs if len(ep[1]) >= 3]
+    # The larger epochs first (most hold one plain write: the data a log force then commits).
+    big = [ep for ep in epochs if len(ep[1]) >= 2]
     pool = big if len(big) >= args.reorders else epochs
     for start, ws, fua in rnd.sample(pool, min(args.reorders, len(pool))):
         # The plain writes first: one to a sector a FUA write also wrote never covers the durable one.
-        sub = rnd.sample(ws, rnd.randint(1, len(ws) - 1))
+        sub = rnd.sample(ws, rnd.randint(1, len(ws)))   # all of them: the flush's own data alone missing
         out.append((start, "reorder", tuple(sub + fua)))
     out.sort(key=lambda c: (c[0], c[1] != "reorder"))
     return out
