@@ -94,7 +94,7 @@ stage_deps() {
 	apt-get install -y -qq --no-install-recommends \
 		build-essential meson ninja-build pkg-config clang libclang-rt-14-dev \
 		libmicrohttpd-dev libjansson-dev libmount-dev libblkid-dev libcriterion-dev \
-		xfsprogs util-linux fdisk acl attr fio strace valgrind python3 curl jq \
+		xfsprogs util-linux fdisk dmsetup acl attr fio strace valgrind python3 curl jq \
 		qemu-system-x86 cpio kmod busybox-static \
 		docker.io docker-registry docker-compose debootstrap iproute2 podman libcap2-bin \
 		prometheus prometheus-node-exporter python3-prometheus-client python3-yaml gnuplot-nox scdoc man-db libarchive-tools >/dev/null || return 1
@@ -147,11 +147,11 @@ stage_drift() { tests/drift/drift.sh; }
 # dashboard and the rules against a real Prometheus and node_exporter on two running nvmevol, one of them
 # in the qemu guest for quota and NVMe (about 80 s).
 stage_monitoring() { tests/monitoring/run.sh; }
-# Both qemu suites; one "N passed, N failed" line for the stage.
+# The qemu suites (quota, NVMe, clones under quota, power loss); one "N passed, N failed" line for the stage.
 stage_qemu() {
 	local p=0 f=0 rc=0 out line
 	# NVMEVOL_QEMU_SUITES: other scripts in their place (to check this stage's counting on fakes).
-	for suite in ${NVMEVOL_QEMU_SUITES:-tests/qemu/run-quota-tests.sh tests/qemu/run-nvme-tests.sh tests/qemu/run-clone-quota-tests.sh}; do
+	for suite in ${NVMEVOL_QEMU_SUITES:-tests/qemu/run-quota-tests.sh tests/qemu/run-nvme-tests.sh tests/qemu/run-clone-quota-tests.sh tests/qemu/run-powerloss-tests.sh}; do
 		out=$(mktemp)
 		"$suite" 2>&1 | tee "$out"
 		[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1

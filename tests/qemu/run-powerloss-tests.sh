@@ -1,0 +1,130 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Power loss (tests/reliability/powerloss.py) inside the qemu guest: Debian's
+# kernel has dm-log-writes, dm-snapshot and XFS project quota. Per recording
+# one data disk (the state directory's XFS and the pool partitions' XFS as
+# device-mapper slices of it, made here with mkfs.xfs), its log disk, a copy
+# of the data disk as it was before the recording (the base every replay
+# starts from) and a scratch disk for the snapshots. Recordings: two pool
+# partitions, one, and (CI, --sabotage) the sabotaged daemon's. One boot; ends
+# with one line "N passed, N failed".
+#
+# usage: tests/qemu/run-powerloss-tests.sh [--full] [--sabotage] [--seed N] [BUILD_DIR]
+#   (default): CI mode (about 4 minutes): a seeded sample of the answers, the
+#              flush/FUA points and the reordered epochs, then the sabotage
+#   --full     every answer, every flush/FUA point and 200 reordered epochs per
+#              recording (about 6 s a cut under TCG: one to two hours)
+#   --sabotage the daemon skips the fsync of each state file before its rename
+#              (NVMEVOL_TEST_SKIP_FSYNC=file, a test_hooks build): passes only if
+#              the suite reports violations
+# POWERLOSS_ARGS: more options of powerloss.py for every recording (the last one
+# given wins), e.g. "--flush-sample 60 --reorders 30" between CI and --full.
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+MODE=ci
+SABOTAGE=0
+SEED=
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--full) MODE=full; shift ;;
+	--sabotage) SABOTAGE=1; shift ;;
+	--seed) SEED=$2; shift 2 ;;
+	-*) echo "usage: $0 [--full] [--sabotage] [--seed N] [BUILD_DIR]" >&2; exit 2 ;;
+	*) break ;;
+	esac
+done
+BUILD=${1:-${NVMEVOL_BUILD_DIR:-build}}
+SUITE=run-powerloss-tests.sh
+. tests/qemu/lib.sh
+qemu_require_built "$BUILD/src/nvmevol"
+for t in dmsetup:dmsetup xfs_repair:xfsprogs blockdev:util-linux /usr/bin/python3.11:python3.11-minimal; do
+	command -v "${t%%:*}" >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${t#*:}" >/dev/null 2>&1
+	command -v "${t%%:*}" >/dev/null 2>&1 || { echo "$SUITE: ${t%%:*} (package ${t#*:}) missing" >&2; echo "0 passed, 1 failed"; exit 1; }
+done
+
+work=$(mktemp -d "${NVMEVOL_TEST_TMPDIR:-/var/tmp}/nvmevol-powerloss.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# The data disks: at 1 MiB the state directory's XFS, then each pool partition's, 320 MiB each
+# (the offsets of tests/reliability/powerloss.py's slices()).
+make_data() { # make_data IMAGE NPARTS: the image, and IMAGE.base (the same bytes)
+	local img=$1 n=$2 i labels=(pwlstate pwl-a pwl-b)
+	truncate -s 1024M "$img"
+	for ((i = 0; i <= n; i++)); do
+		truncate -s 320M "$work/slice"
+		mkfs.xfs -q -f -K -L "${labels[i]}" "$work/slice" || return 1
+		dd if="$work/slice" of="$img" bs=1M seek=$((1 + i * 320)) conv=notrunc,sparse status=none || return 1
+		rm -f "$work/slice"
+	done
+	cp --sparse=always "$img" "$img.base"
+}
+# Recordings: "2" and "1" (two pool partitions, one), "s" (two, the daemon without one fsync).
+case "$MODE,$SABOTAGE" in
+*,1) RECS="s" ;;
+ci,0) RECS="2 1 s" ;;
+full,0) RECS="2 1" ;;
+esac
+for r in $RECS; do
+	n=$r; [ "$r" = s ] && n=2
+	make_data "$work/d$r.img" "$n" || { echo "$SUITE: making the disks failed" >&2; echo "0 passed, 1 failed"; exit 1; }
+	truncate -s 3G "$work/l$r.img"
+done
+truncate -s 2G "$work/cow.img"
+
+# Python for the guest: the interpreter and the part of its library the suite imports.
+py=$work/py
+mkdir -p "$py/lib"
+cp -L /usr/bin/python3.11 "$py/python3"
+tar -C /usr/lib -cf - --exclude='python3.11/test' --exclude='python3.11/config-*' --exclude='python3.11/idlelib' \
+	--exclude='python3.11/tkinter' --exclude='python3.11/lib2to3' --exclude='python3.11/pydoc_data' \
+	--exclude='python3.11/ensurepip' --exclude='python3.11/distutils' --exclude='python3.11/turtledemo' \
+	--exclude='python3.11/site-packages' --exclude='python3.11/dist-packages' --exclude='*/__pycache__/*.opt-*' \
+	python3.11 | tar -C "$py/lib" -xf -
+
+q=()
+disk() { # disk SERIAL IMAGE
+	q+=(--qemu-arg -drive --qemu-arg "if=none,id=$1,format=raw,cache=unsafe,file=$2")
+	q+=(--qemu-arg -device --qemu-arg "virtio-blk-pci,drive=$1,serial=$1")
+}
+for r in $RECS; do
+	disk "pwld$r" "$work/d$r.img"
+	disk "pwll$r" "$work/l$r.img"
+	disk "pwlr$r" "$work/d$r.img.base"
+done
+disk pwlcow "$work/cow.img"
+
+# What each recording replays: CI samples (seeded) the answers, flush points and epochs.
+args_for() { # args_for RECORDING
+	case "$MODE,$1" in
+	*,s) echo "--parts 2 --sabotage --ops 6 --mark-sample 5 --flush-sample 0 --reorders 0" ;;
+	ci,2) echo "--parts 2 --mark-sample 6 --flush-sample 2 --reorders 2" ;;
+	ci,1) echo "--parts 1 --mark-sample 2 --flush-sample 1 --reorders 1" ;;
+	full,*) echo "--parts $1 --reorders 200" ;;
+	esac
+}
+script=$work/guest.sh
+{
+	echo 'dev() { for d in /sys/block/vd*; do [ "$(cat $d/serial 2>/dev/null)" = "$1" ] && echo /dev/${d##*/}; done; }'
+	echo 'for i in $(seq 1 100); do [ -n "$(dev pwlcow)" ] && break; sleep 0.1; done'
+	echo 'rc=0'
+	for r in $RECS; do
+		echo "/usr/bin/python3 /work/rel/powerloss.py --data \$(dev pwld$r) --log \$(dev pwll$r) --replay \$(dev pwlr$r)" \
+			"--cow \$(dev pwlcow) --binary /work/nvmevol $(args_for "$r") ${SEED:+--seed $SEED} ${POWERLOSS_ARGS:-} || rc=1"
+	done
+	echo 'exit $rc'
+} >"$script"
+
+log=$work/guest.log
+timeout=${NVMEVOL_QEMU_TIMEOUT:-$([ "$MODE" = full ] && echo 7200 || echo 600)}
+qemu_boot "$log" --timeout "$timeout" --mem 1536 \
+	--module virtio_pci --module virtio_blk --module dm_mod --module dm_log_writes --module dm_snapshot \
+	--file "$BUILD/src/nvmevol" --file "$(command -v dmsetup):/usr/sbin/dmsetup" \
+	--file "$(command -v xfs_repair):/usr/sbin/xfs_repair" --file "$(command -v blockdev):/usr/sbin/blockdev" \
+	--file "$py/python3:/usr/bin/python3" --file "$py/lib/python3.11:/usr/lib/python3.11" \
+	--file tests/reliability/powerloss.py:/work/rel/powerloss.py --file tests/reliability/logwrites.py:/work/rel/logwrites.py \
+	--file tests/reliability/nvtlib.py:/work/rel/nvtlib.py \
+	"${q[@]}" --script "$script"
+rc=$?
+grep -a '^powerloss figures:' "$log" >&2
+qemu_result "$log" "$rc"

@@ -1,0 +1,639 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Power loss: every write the daemon's requests made, replayed up to each flush, and checked.
+
+Runs inside the qemu guest of tests/qemu/run-powerloss-tests.sh (Debian's kernel: dm-log-writes,
+dm-snapshot, XFS project quota). One data disk holds the pool partitions and the state directory
+(device-mapper linear slices over one dm-log-writes target), so one log orders every write and
+flush of both. Phases:
+
+1. record: the real daemon on the slices, driven over its plugin socket and its admin socket
+   through Create (with and without owner, mode and limits, pinned and placed), Mount, Unmount,
+   Remove, clones of a volume in use and not, resize, set, a kill -9 inside a request and the
+   start-up recovery after it, a graceful restart (not forget, release or adopt); a mark in the
+   log before each request ("B<k>") and after its answer ("A<k>");
+2. replay (logwrites.py): the disk rebuilt at cut points, onto a copy of the disk as it was
+   when logging began, under a dm-snapshot: every answer (what was acknowledged), every
+   flush/FUA point (or a seeded sample: --mark-sample, --flush-sample), and --reorders points
+   inside a flush epoch where a random subset of the epoch's writes, in random order, reached
+   the disk;
+3. at each cut: both XFS mount, the daemon starts on them, every volume acknowledged before the
+   cut is there as it was acknowledged (partition, owner, mode, options, limits as the kernel
+   enforces them, its files; a clone complete and independent of its source), every
+   acknowledged Remove stays gone, the one request in flight is either done or not (never half),
+   no temp file, no quarantine, no stray index entry, records and index pass their CRC, mount
+   counts agree with the binds; then `xfs_repair -n` is clean on every filesystem.
+
+It prints one line of figures and "N passed, N failed" (one test per cut point, plus the
+recording). --sabotage records the daemon with NVMEVOL_TEST_SKIP_FSYNC=file (a test build: the
+atomic write of state files skips the fsync of the file before its rename) and is one test that
+passes only if a cut reports a violation.
+"""
+
+import argparse
+import copy
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import logwrites  # noqa: E402
+import nvtlib  # noqa: E402
+
+MiB = 1 << 20
+SLICE = 320 * MiB          # one XFS each (mkfs.xfs wants at least 300 MB)
+SLICE_OFF = MiB            # the disk's first MiB holds nothing, so no superblock is found on the disk itself
+PREFIX = "pwl-"
+STATE_LABEL = "pwlstate"   # not under PREFIX: the daemon must not take it
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def sh(*cmd, check=True):
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       env=dict(os.environ, DM_DISABLE_UDEV="1"))
+    if check and r.returncode != 0:
+        raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd), r.returncode, r.stdout.strip()))
+    return r
+
+
+def sectors(dev):
+    return int(sh("blockdev", "--getsz", dev).stdout.strip())
+
+
+def slices(nparts):
+    """(dm name, label, offset in bytes) of each filesystem on the data disk."""
+    out = [("pwl-st", STATE_LABEL, SLICE_OFF)]
+    for i in range(nparts):
+        out.append(("pwl-p%d" % i, PREFIX + chr(ord("a") + i), SLICE_OFF + (i + 1) * SLICE))
+    return out
+
+
+def dm_create(name, table):
+    sh("dmsetup", "create", name, "--table", table)
+    sh("dmsetup", "mknodes", name, check=False)
+    return "/dev/mapper/" + name
+
+
+def dm_remove(name):
+    for _ in range(50):
+        if sh("dmsetup", "remove", name, check=False).returncode == 0:
+            return
+        time.sleep(0.1)
+    raise RuntimeError("dmsetup remove %s failed: %s" % (name, sh("dmsetup", "info", name, check=False).stdout))
+
+
+def make_slices(under, nparts):
+    for name, _, off in slices(nparts):
+        dm_create(name, "0 %d linear %s %d" % (SLICE // 512, under, off // 512))
+
+
+def remove_slices(nparts):
+    for name, _, _ in slices(nparts):
+        dm_remove(name)
+
+
+class Bed(nvtlib.Testbed):
+    """The daemon on the data disk's slices: nvtlib's Testbed without its loop devices."""
+
+    def __init__(self, base, binary, env):
+        self.binary = binary
+        self.base = base
+        self.prefix = PREFIX
+        self.sock = os.path.join(base, "s.sock")
+        self.admin_sock = os.path.join(base, "nvmevol-admin.sock")
+        self.state = os.path.join(base, "state")
+        self.prop = os.path.join(base, "prop")
+        self.parts = os.path.join(base, "parts")
+        self.loops, self.labels = [], []
+        self.proc = self.logf = None
+        self.logpath = os.path.join(base, "daemon.log")
+        self.starts = 0
+        self.extra_env = dict(env)
+        self._cleaned = True   # nothing of nvtlib's cleanup: the suite unmounts what it mounted
+        os.makedirs(self.state, exist_ok=True)
+
+    def admin(self, *args):
+        """`nvmevol ARGS --socket ADMIN --json`: (exit status, parsed output or the text)."""
+        r = subprocess.run([self.binary, *args, "--socket", self.admin_sock, "--json"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, env=self.env(), timeout=120)
+        try:
+            out = json.loads(r.stdout)
+        except ValueError:
+            out = (r.stdout + r.stderr).strip()
+        return r.returncode, out
+
+    def unmount_all(self):
+        for m in sorted(self.our_mounts(), key=lambda m: -len(m["target"])):
+            if sh("umount", m["target"], check=False).returncode:
+                sh("umount", "-l", m["target"], check=False)
+
+
+# ---- the workload ----
+
+class EnoughOps(Exception):
+    pass
+
+
+class Workload:
+    """Drives the daemon and keeps, after each request, what it acknowledged (self.after[k])."""
+
+    def __init__(self, bed, mark, nparts, rnd, max_ops=None):
+        self.bed, self.mark, self.nparts, self.rnd, self.max_ops = bed, mark, nparts, rnd, max_ops
+        self.model = {}          # name -> what Get showed right after the last acknowledged change
+        self.ops = []            # (kind, touched names, ok, what)
+        self.after = []          # self.after[k]: the model after op k
+        self.unexpected = []
+
+    def snapshot(self, name):
+        """The volume as the daemon shows it right after an answer: what must survive."""
+        st, j = self.bed.get(name)
+        if st != 200:
+            return None
+        s = j["Volume"]["Status"]
+        q = s.get("quota") or {}
+        spec = dict(part=s["partition"]["label"], owner=s.get("owner"), mode=s.get("mode"),
+                    options=s.get("options"), quota={k: q.get(k) for k in ("project_id", "limit_bytes", "limit_inodes",
+                                                                            "enforced_limit_bytes",
+                                                                            "enforced_limit_inodes")},
+                    files={}, clone_of=None)
+        old = self.model.get(name)
+        if old:
+            spec["files"], spec["clone_of"] = old["files"], old["clone_of"]
+        return spec
+
+    def op(self, kind, names, fn, expect_ok=True):
+        k = len(self.ops)
+        if self.max_ops is not None and k >= self.max_ops:
+            raise EnoughOps()
+        self.mark("B%d" % k)
+        ok, what = fn()
+        self.mark("A%d" % k)
+        if ok != expect_ok:
+            self.unexpected.append("%s %s: %s" % (kind, names, what))
+        for n in names:
+            self.model[n] = self.snapshot(n)
+        self.ops.append((kind, tuple(names), ok, str(what)[:200]))
+        self.after.append(copy.deepcopy(self.model))
+        return ok
+
+    def api(self, endpoint, body):
+        def fn():
+            try:
+                st, j = self.bed.call(endpoint, body, timeout=120)
+            except OSError as e:
+                return False, e
+            return st == 200 and not (j or {}).get("Err"), j
+        return fn
+
+    def create(self, name, **opts):
+        return self.op("create", [name], self.api("/VolumeDriver.Create",
+                                                  {"Name": name, "Opts": {k: str(v) for k, v in opts.items()}}))
+
+    def clone(self, name, source):
+        ok = self.op("clone", [name], self.api("/VolumeDriver.Create", {"Name": name, "Opts": {"from": source}}))
+        if ok and self.model.get(name):
+            self.model[name]["files"] = dict(self.model[source]["files"])
+            self.model[name]["clone_of"] = source
+            self.after[-1] = copy.deepcopy(self.model)
+        return ok
+
+    def mount(self, name, mid):
+        return self.op("mount", [name], self.api("/VolumeDriver.Mount", {"Name": name, "ID": mid}))
+
+    def unmount(self, name, mid):
+        return self.op("unmount", [name], self.api("/VolumeDriver.Unmount", {"Name": name, "ID": mid}))
+
+    def remove(self, name):
+        return self.op("remove", [name], self.api("/VolumeDriver.Remove", {"Name": name}))
+
+    def admin(self, kind, name, *args, expect_ok=True):
+        def fn():
+            rc, out = self.bed.admin("volume", kind, name, *args)
+            return rc == 0, out
+        return self.op(kind, [name], fn, expect_ok)
+
+    def write_files(self, name, files):
+        """Files a user writes into the volume, made durable (file and directory fsync'd): an op of
+        its own, since a later clone must hold them."""
+        def fn():
+            d = self.bed.volume_dir(name)
+            for rel, content in files.items():
+                p = os.path.join(d, rel)
+                os.makedirs(os.path.dirname(p), exist_ok=True)
+                with open(p, "wb") as f:
+                    f.write(content)
+                    f.flush()
+                    os.fsync(f.fileno())
+                for dd in (os.path.dirname(p), d):
+                    fd = os.open(dd, os.O_RDONLY | os.O_DIRECTORY)
+                    os.fsync(fd)
+                    os.close(fd)
+            self.model[name]["files"].update(files)
+            return True, ""
+        return self.op("write", [name], fn)
+
+    def restart(self, how):
+        """Stops the daemon (SIGTERM, or SIGKILL inside a Create) and starts it: start-up recovery is
+        recorded too. The op is acknowledged by the restart, whatever the interrupted request did."""
+        k = len(self.ops)
+        if self.max_ops is not None and k >= self.max_ops:
+            raise EnoughOps()
+        name = "killed%d" % k
+        self.mark("B%d" % k)
+        if how == "kill":
+            # A Create with a limit and a clone: many calls to be inside of.
+            t = self.rnd.choice([0.0, 0.01, 0.03, 0.08])
+            p = subprocess.Popen([sys.executable, "-c", CALL_SNIPPET, self.bed.sock, name, PREFIX + "a"])
+            time.sleep(t)
+            self.bed.kill(signal.SIGKILL)
+            p.wait()
+        else:
+            self.bed.stop()
+        self.bed.start(timeout=120)
+        self.mark("A%d" % k)
+        names = [name] if how == "kill" else []
+        for n in names:
+            self.model[n] = self.snapshot(n)
+        self.ops.append(("restart-" + how, tuple(names), True, ""))
+        self.after.append(copy.deepcopy(self.model))
+
+    def run(self):
+        a, b = PREFIX + "a", PREFIX + ("b" if self.nparts > 1 else "a")
+        self.create("own", uid=1000, gid=1001, mode="0750", partition=a)
+        self.create("lim", size="64M", inodes=2000, partition=b)
+        self.create("plain")
+        self.create("both", size="32M", uid=7, gid=7, mode="0700")
+        self.mount("own", "m1")
+        self.write_files("own", {"data.bin": b"own data\n" * 300, "sub/x": b"x"})
+        self.mount("own", "m2")
+        self.unmount("own", "m1")
+        self.create("src", partition=a)
+        self.write_files("src", {"data.bin": b"source data\n" * 500, "sub/a": b"a", "big": os.urandom(300000)})
+        self.clone("cl-idle", "src")
+        self.mount("src", "s1")
+        self.clone("cl-busy", "src")
+        self.unmount("src", "s1")
+        self.admin("resize", "lim", "128M", "--inodes", "4000")
+        self.admin("resize", "plain", "16M")
+        self.admin("set", "own", "selftest=warn", "min_write_mbps=1")
+        self.admin("set", "lim", "suid=true")
+        self.remove("plain")
+        self.remove("cl-idle")
+        self.unmount("own", "m2")
+        self.remove("own")
+        self.restart("kill")
+        self.create("own", uid=2000, gid=2000, mode="0755", size="8M")
+        self.clone("cl-2", "cl-busy")
+        self.write_files("cl-2", {"after-clone": b"only in the clone"})
+        self.restart("term")
+        self.remove("both")
+        self.admin("resize", "lim", "none", "--inodes", "none")
+        self.create("late", partition=b, size="4M")
+        self.remove("src")
+
+
+# A Create that the kill interrupts (a child, so the parent's kill does not wait on its answer).
+CALL_SNIPPET = r"""
+import json, socket, sys
+s = socket.socket(socket.AF_UNIX); s.settimeout(30)
+try:
+    s.connect(sys.argv[1])
+    b = json.dumps({"Name": sys.argv[2], "Opts": {"size": "16M", "partition": sys.argv[3]}}).encode()
+    s.sendall(b"POST /VolumeDriver.Create HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(b) + b)
+    s.recv(4096)
+except OSError:
+    pass
+"""
+
+
+# ---- the checks at a cut ----
+
+def expected_at(wl, marks_before):
+    """(expected model, names that may be either way, k of the op in flight or None) for a cut
+    after the marks @marks_before (names, in log order)."""
+    if not marks_before:
+        return {}, {}, None
+    last = marks_before[-1]
+    k = int(last[1:])
+    if last[0] == "A":
+        return wl.after[k], {}, None
+    before = wl.after[k - 1] if k > 0 else {}
+    if wl.ops[k][0] == "write":
+        return before, {}, k   # the user's files being written: only those written before must be there
+    either = {n: (before.get(n), wl.after[k].get(n)) for n in wl.ops[k][1]}
+    return before, either, k
+
+
+def first_limit_step(wl, k, before_after):
+    """The state between the two commits of a first limit's resize (nvmevol(8): "a volume created
+    without limits is first given its own project ID"): the volume as before, with its own
+    project ID and no limit. Found by kill -9 as well; counted, not a violation."""
+    before, after = before_after
+    if wl.ops[k][0] != "resize" or not before or not after or before["quota"].get("project_id") is not None:
+        return []
+    mid = copy.deepcopy(before)
+    mid["quota"] = {key: 0 for key in before["quota"]}
+    mid["quota"]["project_id"] = after["quota"]["project_id"]
+    return [mid]
+
+
+def volume_problems(bed, name, spec, view):
+    """Why the volume as found (@view) is not @spec (None: must be absent)."""
+    if spec is None:
+        return ["present, but it was never acknowledged or its Remove was"] if view.present else []
+    if not view.present:
+        return ["acknowledged but gone (Get: %s %s)" % (view.get_status, str(view.get)[:200])]
+    bad = []
+    s = view.status
+    if s.get("partition", {}).get("label") != spec["part"]:
+        bad.append("on %s, acknowledged on %s" % (s.get("partition", {}).get("label"), spec["part"]))
+    for key in ("owner", "mode", "options"):
+        if s.get(key) != spec[key]:
+            bad.append("%s %s, acknowledged %s" % (key, s.get(key), spec[key]))
+    q = s.get("quota") or {}
+    for key, want in spec["quota"].items():
+        if q.get(key) != want:
+            bad.append("quota %s %s, acknowledged %s" % (key, q.get(key), want))
+    d = bed.volume_dir(name)
+    if d is None:
+        return bad + ["no directory on any partition"]
+    for rel, content in spec["files"].items():
+        try:
+            with open(os.path.join(d, rel), "rb") as f:
+                got = f.read()
+        except OSError as e:
+            bad.append("file %s: %s" % (rel, e.strerror))
+            continue
+        if got != content:
+            bad.append("file %s holds %d bytes, not the %d written" % (rel, len(got), len(content)))
+    return bad
+
+
+def clone_independent(bed, name, spec):
+    """Writes into the clone and rewrites a shared file; the source must not change."""
+    src = spec["clone_of"]
+    sd, cd = bed.volume_dir(src), bed.volume_dir(name)
+    if not sd or not cd:
+        return []
+    before = nvtlib.files_below(sd)
+    try:
+        with open(os.path.join(cd, "data.bin"), "r+b") as f:
+            f.write(b"CLONE")
+        with open(os.path.join(cd, "new-in-clone"), "wb") as f:
+            f.write(b"n")
+    except OSError as e:
+        return ["clone %s cannot be written: %s" % (name, e)]
+    return [] if nvtlib.files_below(sd) == before else ["writing clone %s changed its source %s" % (name, src)]
+
+
+def check_cut(bed, wl, nparts, marks_before, counts):
+    """Starts the daemon on the rebuilt slices and returns the violations found."""
+    bad = []
+    model, either, inflight = expected_at(wl, marks_before)
+    st_dev = "/dev/mapper/pwl-st"
+    if sh("mount", "-t", "xfs", st_dev, bed.state, check=False).returncode:
+        return ["the state filesystem does not mount: %s" % sh("dmesg", check=False).stdout[-400:]]
+    try:
+        try:
+            bed.start(timeout=120)
+        except RuntimeError as e:
+            return ["the daemon does not start: %s" % str(e)[-600:]]
+        mounted = bed.partition_mounts()
+        if len(mounted) != nparts:
+            bad.append("the daemon mounted %d of %d partitions: %s" % (len(mounted), nparts, bed.log_tail(8)))
+        names = set(model) | set(either)
+        st, j = bed.call("/VolumeDriver.List", {})
+        listed = {v["Name"] for v in (j or {}).get("Volumes") or []}
+        for n in sorted(listed - names):
+            bad.append("List has %s, never acknowledged nor in flight" % n)
+        for n in sorted(names):
+            v = nvtlib.VolumeView(bed, n)
+            probs = ["%s: %s" % (n, p) for p in nvtlib.consistency_problems(bed, v)]
+            if n in either:
+                specs = list(either[n]) + first_limit_step(wl, inflight, either[n])
+                alts = [volume_problems(bed, n, spec, v) for spec in specs]
+                if len(alts) > 2 and alts[0] and alts[1] and not alts[2]:
+                    counts["first_limit_id_only"] = counts.get("first_limit_id_only", 0) + 1
+                if all(alts):
+                    probs += ["%s (op %d in flight): neither before nor after it: %s" %
+                              (n, inflight, "; ".join(alts[0] + ["|"] + alts[1]))]
+                spec = next((sp for sp, a in zip(specs, alts) if not a), specs[0])
+            else:
+                spec = model.get(n)
+                probs += ["%s: %s" % (n, p) for p in volume_problems(bed, n, spec, v)]
+            if spec and spec["clone_of"] and v.present and not probs:
+                probs += clone_independent(bed, n, spec)
+            bad += probs
+        bad += ["left behind: %s" % x for x in nvtlib.leftovers(bed)]
+        for x in os.listdir(os.path.join(bed.state, "index")) if os.path.isdir(os.path.join(bed.state, "index")) else []:
+            nm = x[:-5] if x.endswith(".json") else x
+            if nm not in names:
+                bad.append("stray index entry %s" % x)
+    finally:
+        bed.stop() if bed.alive() else None
+        bed.unmount_all()
+        sh("umount", bed.state, check=False)
+    t = time.monotonic()
+    for name, label, _ in slices(nparts):
+        r = sh("xfs_repair", "-n", "/dev/mapper/" + name, check=False)
+        if r.returncode != 0:
+            bad.append("xfs_repair -n %s (%s): exit %d: %s" % (label, name, r.returncode, r.stdout.strip()[-300:]))
+    counts["repair_s"] = counts.get("repair_s", 0) + time.monotonic() - t
+    return bad
+
+
+# ---- record, then replay ----
+
+def record(args, bed, rnd):
+    size = sectors(args.data)
+    lw = dm_create("pwl-lw", "0 %d log-writes %s %s" % (size, args.data, args.log))
+    make_slices(lw, args.parts)
+
+    def mark(name):
+        sh("dmsetup", "message", "pwl-lw", "0", "mark", name)
+
+    sh("mount", "-t", "xfs", "/dev/mapper/pwl-st", bed.state)
+    t0 = time.monotonic()
+    bed.start(timeout=120)
+    wl = Workload(bed, mark, args.parts, rnd, args.ops)
+    try:
+        wl.run()
+    except EnoughOps:
+        pass
+    finally:
+        bed.stop() if bed.alive() else None
+        bed.unmount_all()
+        sh("umount", bed.state, check=False)
+        remove_slices(args.parts)
+        dm_remove("pwl-lw")   # logs the remaining writes and writes the super block's final count
+    return wl, time.monotonic() - t0
+
+
+def cut_plan(lg, args, rnd):
+    """[(position, kind, reorder)]: position = entries applied; reorder = (start, writes) or None."""
+    # A cut at each answer ("A<k>"): a "B<k>" mark has the state of the answer before it, plus
+    # the user's own fsync'd files at most.
+    marks = [i for i, m in lg.marks() if m.startswith("A")]
+    if args.sabotage and args.mark_sample is not None:
+        marks = marks[:args.mark_sample]   # the first answers: a missing flush shows from the first Create on
+    elif args.mark_sample is not None and args.mark_sample < len(marks):
+        marks = sorted(rnd.sample(marks, args.mark_sample))
+    flushes = lg.flush_points()
+    plan = {(i + 1, "mark", None) for i in marks}
+    if args.flush_sample is None:
+        chosen = flushes
+    else:
+        chosen = rnd.sample(flushes, min(args.flush_sample, len(flushes)))
+    plan |= {(f + 1, "flush", None) for f in chosen}
+    # Epochs: the writes logged between two FLUSH entries, with no mark among them (else the
+    # requests in flight are not one). Before the flush that ends one completed, a disk with a
+    # volatile cache may have persisted any subset of its plain writes, in any order; its FUA
+    # writes were durable once complete (they are logged as they complete, so all of them had
+    # by the flush), and the flush's own data lands after all of them (PREFLUSH): never in.
+    epochs = []
+    prev = 0
+    for e in lg.entries:
+        if e.flags & logwrites.FLUSH:
+            span = lg.entries[prev:e.index]
+            ws = [x.index for x in span if x.is_write() and not x.flags & logwrites.FUA]
+            fua = [x.index for x in span if x.is_write() and x.flags & logwrites.FUA]
+            if ws and not any(x.mark is not None for x in span):
+                epochs.append((prev, ws, fua))
+            prev = e.index + 1
+    out = sorted(plan)
+    # The larger epochs first (most hold one plain write: the data a log force then commits).
+    big = [ep for ep in epochs if len(ep[1]) >= 2]
+    pool = big if len(big) >= args.reorders else epochs
+    for start, ws, fua in rnd.sample(pool, min(args.reorders, len(pool))):
+        # The plain writes first: one to a sector a FUA write also wrote never covers the durable one.
+        sub = rnd.sample(ws, rnd.randint(1, len(ws)))   # all of them: the flush's own data alone missing
+        out.append((start, "reorder", tuple(sub + fua)))
+    out.sort(key=lambda c: (c[0], c[1] != "reorder"))
+    return out
+
+
+def replay(args, bed, wl, lg, rnd, counts):
+    rp = logwrites.Replayer(lg, args.replay)
+    cow_size = sectors(args.replay)
+    names = {i: m for i, m in lg.marks()}
+    plan = cut_plan(lg, args, rnd)
+    log("powerloss: %d cut points to replay (%d entries, %d flush/FUA points, %d marks)" %
+        (len(plan), len(lg.entries), len(lg.flush_points()), len(names)))
+    failed = 0
+    for n, (pos, kind, sub) in enumerate(plan):
+        rp.advance(pos)
+        # A persistent store keeps its header in the scratch disk's first chunk: no copy of an XFS
+        # superblock ever lands at its offset 0, where the daemon's libblkid scan would find it.
+        # Zeroed, the header makes a new, empty store.
+        fd = os.open(args.cow, os.O_WRONLY)
+        os.pwrite(fd, bytes(4096), 0)
+        os.fsync(fd)
+        os.close(fd)
+        snap = dm_create("pwl-snap", "0 %d snapshot %s %s P 8" % (cow_size, args.replay, args.cow))
+        if sub:
+            fd = os.open(snap, os.O_RDWR)
+            for i in sub:
+                rp.apply(lg.entries[i], fd)
+            os.fsync(fd)
+            os.close(fd)
+        make_slices(snap, args.parts)
+        before = [m for i, m in sorted(names.items()) if i < pos and m.startswith(("A", "B"))]
+        t = time.monotonic()
+        try:
+            bad = check_cut(bed, wl, args.parts, before, counts)
+        except Exception as e:   # noqa: BLE001 - a check that cannot finish is a failed cut, not a stop
+            tb = traceback.extract_tb(e.__traceback__)[-1]
+            xfs = [ln for ln in sh("dmesg", check=False).stdout.splitlines() if "XFS" in ln][-4:]
+            bad = ["the check failed: %r at %s:%d (%s); kernel: %s" % (e, tb.filename, tb.lineno, tb.line,
+                                                                         " / ".join(xfs))]
+        finally:
+            remove_slices(args.parts)
+            dm_remove("pwl-snap")
+        counts[kind] = counts.get(kind, 0) + 1
+        counts["check_s"] = counts.get("check_s", 0) + time.monotonic() - t
+        what = "%s at entry %d (after mark %s)%s" % (kind, pos, before[-1] if before else "-",
+                                                      " with %d writes of its epoch" % len(sub) if sub else "")
+        # Under --sabotage a violation is what is looked for: its lines are not test results.
+        tag = ("REPORTED" if bad else "MISSED") if args.sabotage else ("FAIL" if bad else "PASS")
+        if bad:
+            failed += 1
+            counts["violations"] = counts.get("violations", 0) + len(bad)
+        print("[%s] powerloss: %s" % (tag, what), flush=True)
+        for b in bad[:12]:
+            print("    %s" % b, flush=True)
+    rp.close()
+    return len(plan), failed
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", required=True)
+    ap.add_argument("--log", required=True)
+    ap.add_argument("--replay", required=True, help="holds the data disk as it was before recording")
+    ap.add_argument("--cow", required=True, help="scratch disk for the snapshots")
+    ap.add_argument("--parts", type=int, default=2)
+    ap.add_argument("--mark-sample", type=int, default=None, help="replay this many answers (default all)")
+    ap.add_argument("--flush-sample", type=int, default=None, help="replay this many flush points (default all)")
+    ap.add_argument("--reorders", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--sabotage", action="store_true")
+    ap.add_argument("--ops", type=int, default=None, help="stop the workload after this many requests")
+    ap.add_argument("--binary", default=nvtlib.default_binary())
+    args = ap.parse_args()
+    seed = args.seed if args.seed is not None else random.randrange(1 << 32)
+    print("powerloss: seed %d (--seed %d replays it), %d partition(s)%s" %
+          (seed, seed, args.parts, ", SABOTAGE" if args.sabotage else ""), flush=True)
+    rnd = random.Random(seed)
+    # Nothing reaches the disk but what someone flushes: no periodic write-back, no XFS log worker.
+    for k, v in (("vm/dirty_writeback_centisecs", "0"), ("vm/dirty_expire_centisecs", "360000"),
+                 ("vm/dirty_background_ratio", "90"), ("vm/dirty_ratio", "90"),
+                 ("fs/xfs/xfssyncd_centisecs", "720000")):
+        with open("/proc/sys/" + k, "w") as f:
+            f.write(v)
+    env = {"NVMEVOL_SELFTEST": "off"}
+    if args.sabotage:
+        env["NVMEVOL_TEST_SKIP_FSYNC"] = "file"
+    base = "/tmp/pwl%d" % args.parts
+    os.makedirs(base, exist_ok=True)
+    bed = Bed(base, args.binary, env)
+    t0 = time.monotonic()
+    wl, rec_s = record(args, bed, rnd)
+    for u in wl.unexpected:
+        log("powerloss: unexpected answer: %s" % u)
+    print("[%s] powerloss: recording on %d partition(s) (%d requests, %d unexpected answers)" %
+          ("FAIL" if wl.unexpected else "PASS", args.parts, len(wl.ops), len(wl.unexpected)), flush=True)
+    lg = logwrites.Log(args.log)
+    counts = {}
+    bed.extra_env.pop("NVMEVOL_TEST_SKIP_FSYNC", None)   # the daemon at each cut is the real one
+    cuts, failed = replay(args, bed, wl, lg, rnd, counts)
+    fl = lg.flush_points()
+    print("powerloss figures: parts=%d ops=%d entries=%d writes=%d flush_points=%d marks=%d cuts=%d "
+          "mark_cuts=%d flush_cuts=%d reorder_cuts=%d violations=%d failed_cuts=%d record_s=%.0f "
+          "first_limit_id_only=%d check_s_per_cut=%.1f repair_s_per_cut=%.1f seconds=%.0f seed=%d"
+          % (args.parts, len(wl.ops), len(lg.entries), sum(e.is_write() for e in lg.entries), len(fl),
+             len(lg.marks()), cuts, counts.get("mark", 0), counts.get("flush", 0), counts.get("reorder", 0),
+             counts.get("violations", 0), failed, rec_s, counts.get("first_limit_id_only", 0),
+             counts.get("check_s", 0) / max(cuts, 1),
+             counts.get("repair_s", 0) / max(cuts, 1), time.monotonic() - t0, seed), flush=True)
+    lg.close()
+    if args.sabotage:
+        # One test: passes when the missing flush was reported at a cut.
+        print("[%s] powerloss-sabotage: the skipped fsync was reported at %d of %d cuts (%d violations)" %
+              ("PASS" if failed else "FAIL", failed, cuts, counts.get("violations", 0)), flush=True)
+        print("%d passed, %d failed" % (1 if failed else 0, 0 if failed else 1), flush=True)
+        return 0 if failed else 1
+    ok = cuts - failed + (0 if wl.unexpected else 1)
+    print("%d passed, %d failed" % (ok, failed + (1 if wl.unexpected else 0)), flush=True)
+    return 0 if failed == 0 and not wl.unexpected else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
