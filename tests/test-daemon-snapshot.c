@@ -826,6 +826,41 @@ Test(daemon_snapshot, an_export_imported_again_and_a_gnu_tar_archive_imported_ar
 	cr_assert_eq(testbed_count_entries(why), 0);
 }
 
+/*
+ * A command in a mount namespace that does not see the plugin's binds (one made
+ * before them, as `unshare -m` or a container does) finds an empty directory
+ * where the bind should be: the export must fail, not write an empty archive,
+ * and the import must fail, not fill the directory beneath the bind.
+ */
+Test(daemon_snapshot, export_and_import_refuse_a_directory_that_is_not_the_bind)
+{
+	char vol[512], archive[600], cmd[2048], sock[400], names[1024];
+	const char *bin = getenv("NVMEVOL_BINARY") ? getenv("NVMEVOL_BINARY") : "build/src/nvmevol";
+	int st;
+
+	create_volume("nsx", "");
+	testbed_volume_dir(&tb, 0, "nsx", vol, sizeof(vol));
+	put(vol, "f", "data", 4);
+	snprintf(archive, sizeof(archive), "%s/ns.tar", tb.dir);
+	cr_assert_eq(export_to(archive, "nsx", NULL), 0, "%s", err); /* the control: here it works */
+	snprintf(sock, sizeof(sock), "%s/nvmevol-admin.sock", tb.dir);
+
+	snprintf(cmd, sizeof(cmd), "unshare --mount --propagation private '%s' volume export nsx --socket '%s' "
+		 ">'%s/ns-out.tar' 2>'%s/ns.err'", bin, sock, tb.dir, tb.dir);
+	st = RUN("sh", "-c", cmd);
+	cr_assert_eq(st, 1, "an export from a namespace without the bind must fail (status %d)", st);
+	snprintf(cmd, sizeof(cmd), "grep -q 'is not the directory the plugin bound' '%s/ns.err'", tb.dir);
+	cr_assert_eq(RUN("sh", "-c", cmd), 0, "the error does not say why");
+
+	snprintf(cmd, sizeof(cmd), "unshare --mount --propagation private '%s' volume import nsy --socket '%s' "
+		 "<'%s' >/dev/null 2>'%s/ns.err'", bin, sock, archive, tb.dir);
+	st = RUN("sh", "-c", cmd);
+	cr_assert_eq(st, 1, "an import from a namespace without the bind must fail (status %d)", st);
+	cr_assert_neq(tb_call(&tb, "Get", &rep, "{\"Name\":\"nsy\"}"), 0, "the failed import left volume nsy");
+	listing(tb.prop, names, sizeof(names));
+	cr_assert(!strstr(names, ".export-") && !strstr(names, ".import-"), "binds left: %s", names);
+}
+
 Test(daemon_snapshot, a_hostile_or_broken_stream_gets_a_clear_err_and_leaves_nothing)
 {
 	static const struct {

@@ -813,20 +813,50 @@ static char *export_host_path(const CliArgs *a, const AdminTarget *t, const json
 	return asprintf(&p, "%s/plugins/%s/propagated-mount/%s", root, t->plugin_id, mnt) < 0 ? NULL : p;
 }
 
+/*
+ * The directory the plugin bound for an export or import (@j), on this host,
+ * opened with @flags; it must be the directory the plugin bound (its device
+ * and inode): in a mount namespace that does not see the bind, the path is
+ * the empty directory beneath it, and an export of that would be an empty
+ * archive, an import into it would fill the host's root filesystem.
+ */
+static int open_bound(const CliArgs *a, const AdminTarget *t, const json_t *j, int flags, int *ret_fd)
+{
+	_cleanup_free_ char *host = export_host_path(a, t, j);
+	_cleanup_close_ int fd = -EBADF;
+	const char *dev = str(j, "dev");
+	json_t *ino = json_object_get(j, "ino");
+	struct stat st;
+	char have[32];
+
+	if (!host)
+		return cli_fail(a, "cannot tell where the plugin bound the directory on this host");
+	fd = open(host, flags | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return cli_fail(a, "cannot open %s, where the plugin bound the directory: %s (run the command as root on "
+				"the Docker host)", host, errno_str(errno));
+	if (fstat(fd, &st) < 0)
+		return cli_fail(a, "cannot stat %s: %s", host, errno_str(errno));
+	snprintf(have, sizeof(have), "%u:%u", major(st.st_dev), minor(st.st_dev));
+	if (!dev || !json_is_integer(ino) || !streq(dev, have) || (json_int_t)st.st_ino != json_integer_value(ino))
+		return cli_fail(a, "%s is not the directory the plugin bound (device %s inode %llu, expected %s inode "
+				"%lld): this mount namespace does not see the plugin's mounts; run the command in the "
+				"host's mount namespace (e.g. nsenter -t 1 -m)", host, have, (unsigned long long)st.st_ino,
+				dev ? dev : "?", (long long)json_integer_value(ino));
+	*ret_fd = TAKE_FD(fd);
+	return 0;
+}
+
 /* Writes the archive of the export @j (open) to standard output. */
 static int export_write(const CliArgs *a, const AdminTarget *t, const json_t *j, TarWriteStats *st)
 {
-	_cleanup_free_ char *host = export_host_path(a, t, j), *err = NULL;
+	_cleanup_free_ char *err = NULL;
 	_cleanup_close_ int fd = -EBADF;
 	struct sigaction sa = { .sa_handler = on_stop_signal }, ign = { .sa_handler = SIG_IGN };
 	int r;
 
-	if (!host)
-		return cli_fail(a, "cannot tell where the plugin bound the snapshot on this host");
-	fd = open(host, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return cli_fail(a, "cannot open %s, where the plugin bound the snapshot: %s (run the command as root on "
-				"the Docker host)", host, errno_str(errno));
+	if ((r = open_bound(a, t, j, O_RDONLY, &fd)) != 0)
+		return r;
 	/* A signal or a closed pipe ends the export cleanly: its snapshot is removed. */
 	(void)sigaction(SIGINT, &sa, NULL);
 	(void)sigaction(SIGTERM, &sa, NULL);
@@ -877,22 +907,6 @@ int cmd_volume_export(const CliArgs *a, char **args, int n)
 }
 
 /* ---- volume import ---- */
-
-/* The directory the plugin bound for an export or import (@j), on this host, opened with @flags. */
-static int open_bound(const CliArgs *a, const AdminTarget *t, const json_t *j, int flags, int *ret_fd)
-{
-	_cleanup_free_ char *host = export_host_path(a, t, j);
-	int fd;
-
-	if (!host)
-		return cli_fail(a, "cannot tell where the plugin bound the directory on this host");
-	fd = open(host, flags | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return cli_fail(a, "cannot open %s, where the plugin bound the directory: %s (run the command as root on "
-				"the Docker host)", host, errno_str(errno));
-	*ret_fd = fd;
-	return 0;
-}
 
 int cmd_volume_import(const CliArgs *a, char **args, int n)
 {

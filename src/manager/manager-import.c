@@ -103,6 +103,10 @@ int manager_import_open(Manager *m, const char *name, const json_t *options, jso
 	*ret_result = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:b}", "volume", name, "token", token, "partition", info.uuid,
 				"mount", mnt, "propagated_mount", m->cfg->propagated_mount, "max_bytes",
 				(json_int_t)max_bytes, "allow_devices", opts.allow_devices);
+	if (*ret_result && manager_bound_identity(*ret_result, dfd) < 0) {
+		json_decref(*ret_result);
+		*ret_result = NULL;
+	}
 	r = *ret_result ? 0 : -ENOMEM;
 	if (r == 0)
 		log_info("volume %s: import %s opened on partition %s", name, token, pname);

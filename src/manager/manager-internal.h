@@ -16,6 +16,15 @@
 
 DEFINE_CLEANUP_FUNC(Volume *, volume_unref)
 
+/*
+ * manager-snapshot.c: adds what the command checks before it reads or writes
+ * the directory it is told to open ("dev", "ino": of @fd, the directory bound):
+ * a mount namespace that does not see the bind shows an empty directory in its
+ * place, and an export of that, or an import into the host's root filesystem,
+ * must fail, not succeed.
+ */
+int manager_bound_identity(json_t *j, int fd);
+
 /* A snapshot bound read-only under the propagated mount for `volume export` (manager-snapshot.c). */
 typedef struct ManagerExport {
 	char token[17];                     /* 16 hex digits; the bind is <PropagatedMount>/.export-<token> */

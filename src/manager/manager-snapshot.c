@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -496,6 +497,20 @@ int manager_snapshot_list(Manager *m, const char *name, json_t **ret_result, cha
 	return 0;
 }
 
+int manager_bound_identity(json_t *j, int fd)
+{
+	struct stat st;
+	char dev[32];
+
+	if (fstat(fd, &st) < 0)
+		return negative_errno();
+	snprintf(dev, sizeof(dev), "%u:%u", major(st.st_dev), minor(st.st_dev));
+	if (json_object_set_new(j, "dev", json_string(dev)) < 0 ||
+	    json_object_set_new(j, "ino", json_integer((json_int_t)st.st_ino)) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
 /* ---- exports: the bookkeeping ---- */
 
 static void export_mount_name(const char *token, char buf[static 32])
@@ -817,6 +832,10 @@ static int export_open_fn(Manager *m, Volume *v, void *userdata, char **reterr_m
 	}
 	a->result = json_pack("{s:s,s:s,s:b,s:s,s:s,s:s}", "volume", v->name, "snapshot", e.snapshot, "temporary",
 			      e.temporary, "token", e.token, "mount", mnt, "propagated_mount", m->cfg->propagated_mount);
+	if (a->result && manager_bound_identity(a->result, src) < 0) {
+		json_decref(a->result);
+		a->result = NULL;
+	}
 	partition_fs_put(fs);
 	log_info("volume %s: snapshot %s bound read-only for an export (token %s)", v->name, e.snapshot, e.token);
 	return a->result ? 0 : -ENOMEM;
