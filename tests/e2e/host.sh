@@ -322,6 +322,13 @@ scenario_rootless() {
     e2e_log "rootless podman volume create --driver nvmevol: exit $rc: $out"
     e2e_check "rootless Podman does not get a volume (exit $rc)" test "$rc" -ne 0
     e2e_check_fails "and the service has none by that name" call Get '{"Name":"rootlessvol"}'
+    # Rootless Podman leaves its pause process behind: a user and mount namespace
+    # holding a copy of every mount of that moment, so their loop devices never
+    # detach. End it, and check that none is left.
+    local pp
+    pp=$(cat "$home/run/libpod/tmp/pause.pid" 2>/dev/null) && kill "$pp" 2>/dev/null
+    for _ in $(seq 50); do pgrep -u 65534 -x podman >/dev/null || break; sleep 0.1; done
+    e2e_check_fails "no rootless Podman pause process is left" pgrep -u 65534 -x podman
 }
 
 scenario_uninstall() {
