@@ -31,7 +31,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=readme.sh
 . "$HERE/readme.sh"
 
-SCENARIOS=(readme_install survive admin_block release forget_adopt several_root migration)
+SCENARIOS=(readme_install survive admin_block release backup forget_adopt several_root migration)
 
 IMG=nvmevol-e2e/busybox:latest
 RUN=(docker run --rm --network none)
@@ -270,6 +270,34 @@ scenario_release() {
     e2e_eq "after release: the volume mounts again" keep-me "$("${RUN[@]}" -v pgdata:/data "$IMG" cat /data/keep 2>&1)"
     e2e_check "the plugin logged the release" \
         grep -q 'admin: /Admin.VolumeRelease pgdata by uid 0 .*command=volume release.* done: .*cleared' "$E2E_DOCKERD_LOG"
+}
+
+# The README's backup and rollback blocks through the managed plugin: the
+# export is read through the plugin's propagated mount on the host.
+scenario_backup() {
+    # Not in a view: a mount namespace made before the plugin binds the
+    # snapshot never sees the bind (and the export refuses it, tested in
+    # test-daemon-snapshot).
+    E2E_VIEW_NONE=1 run_readme backup
+    check_readme backup
+    e2e_match "snapshots lists before-upgrade" 'before-upgrade' "${OUTS[1]}"
+    e2e_match "the export is a tar holding pgdata's file" '(^|/)keep$' "$(tar -tf /tmp/pgdata.tar 2>&1)"
+    e2e_eq "docker volume ls lists the import" pgdata-copy "$(docker volume ls -q --filter name=pgdata-copy 2>&1)"
+    e2e_eq "the import has pgdata's data" keep-me "$("${RUN[@]}" -v pgdata-copy:/data "$IMG" cat /data/keep 2>&1)"
+    e2e_eq "the import kept the owner and mode" "999:999 700" \
+        "$("${RUN[@]}" -v pgdata-copy:/data "$IMG" stat -c '%u:%g %a' /data 2>&1)"
+    if e2e_check_fails "docker volume rm pgdata is refused while it has a snapshot" docker volume rm pgdata; then
+        e2e_match "... and names the snapshot" 'before-upgrade' "$E2E_LAST_OUTPUT"
+    fi
+    "${RUN[@]}" -v pgdata:/data "$IMG" sh -c 'echo changed >/data/keep; echo new >/data/after'
+    E2E_VIEW_NONE=1 run_readme rollback
+    check_readme rollback
+    e2e_eq "after rollback: pgdata as of the snapshot" "keep-me absent" \
+        "$("${RUN[@]}" -v pgdata:/data "$IMG" sh -c 'cat /data/keep; [ -e /data/after ] && echo present || echo absent' 2>&1 | tr '\n' ' ' | sed 's/ $//')"
+    e2e_eq "after snapshot-rm: no snapshot left" 0 \
+        "$("$NV" volume snapshots pgdata --json | jq 'if type == "array" then length else (.snapshots | length) end' 2>&1)"
+    e2e_check "docker volume rm pgdata-copy" docker volume rm pgdata-copy
+    rm -f /tmp/pgdata.tar
 }
 
 scenario_forget_adopt() {

@@ -66,7 +66,12 @@ run_readme() {
         return 1
     fi
     {
-        echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+        # Outside the view, the view's /usr/local/bin ($NSBIN: the installed command) comes first.
+        if [ "${E2E_VIEW_NONE:-0}" = 1 ]; then
+            printf 'export PATH=%q:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n' "$NSBIN"
+        else
+            echo 'export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
+        fi
         for i in "${!LINES[@]}"; do
             printf '%s\n' "${LINES[$i]}" >"$dir/line.$i"
             printf 'bash -e -o pipefail %q >%q 2>&1; echo $? >%q\n' "$dir/line.$i" "$dir/out.$i" "$dir/rc.$i"
