@@ -297,18 +297,6 @@ static int seq_read_range(Run *run, void *buf, uint64_t from, uint64_t to, const
 	return r;
 }
 
-/* Reads [0, file_bytes) with one pread at a time, verified between them; adds the time in pread to *io_ns. */
-static int seq_read_all_pread(Run *run, uint64_t *io_ns)
-{
-	_cleanup_free_ void *buf = NULL;
-	int r;
-
-	r = alloc_buffer(run, SELFTEST_SEQ_BLOCK_SIZE, &buf);
-	if (r < 0)
-		return run_fail(run, r, "cannot allocate the I/O buffer: %s", errno_str(r));
-	return seq_read_range(run, buf, 0, run->file_bytes, "sequential read", io_ns);
-}
-
 static int phase_seq_write(Run *run, uint64_t *ret_read_est_ns)
 {
 	_cleanup_free_ void *buf = NULL;
@@ -348,8 +336,13 @@ static int phase_seq_write(Run *run, uint64_t *ret_read_est_ns)
 		run->res->bytes_written += SELFTEST_SEQ_BLOCK_SIZE;
 
 		if (probe_bytes == 0 && (run->file_bytes >= PROBE_BYTES || run->file_bytes >= run->seq_max)) {
+			_cleanup_free_ void *rbuf = NULL;
+
 			/* Read back what is written so far: an estimate of the read rate, and verified data. */
-			r = seq_read_all_pread(run, &probe_ns);
+			r = alloc_buffer(run, SELFTEST_SEQ_BLOCK_SIZE, &rbuf);
+			if (r < 0)
+				return run_fail(run, r, "cannot allocate the I/O buffer: %s", errno_str(r));
+			r = seq_read_range(run, rbuf, 0, run->file_bytes, "sequential read", &probe_ns);
 			if (r < 0)
 				return r;
 			probe_bytes = run->file_bytes;
@@ -365,6 +358,22 @@ static int phase_seq_write(Run *run, uint64_t *ret_read_est_ns)
 	run->res->fdatasync_ms = (double)fsync_ns / (double)NSEC_PER_MSEC;
 	run->res->seq_write_mbps = (double)run->file_bytes / MIB / ((double)(write_ns + fsync_ns) / NSEC_PER_SEC);
 	*ret_read_est_ns = probe_bytes > 0 ? (uint64_t)((double)probe_ns * (double)run->file_bytes / (double)probe_bytes) : 0;
+	return 0;
+}
+
+static int phase_seq_read(Run *run)
+{
+	_cleanup_free_ void *buf = NULL;
+	uint64_t read_ns = 0;
+	int r;
+
+	r = alloc_buffer(run, SELFTEST_SEQ_BLOCK_SIZE, &buf);
+	if (r < 0)
+		return run_fail(run, r, "cannot allocate the I/O buffer: %s", errno_str(r));
+	r = seq_read_range(run, buf, 0, run->file_bytes, "sequential read", &read_ns);
+	if (r < 0)
+		return r;
+	run->res->seq_read_mbps = (double)run->file_bytes / MIB / ((double)read_ns / NSEC_PER_SEC);
 	return 0;
 }
 
@@ -544,141 +553,6 @@ static void aio_ctx_put(aio_context_t ctx, unsigned depth)
 	pthread_mutex_unlock(&aio_pool_lock);
 	if (ctx)
 		(void)syscall(SYS_io_destroy, ctx);
-}
-
-/*
- * The timed sequential read keeps the next 1 MiB read in flight while the
- * block before it is verified, so that the disk gets its reads back to back,
- * as from fio's pread loop, which never looks at the data. A pread loop that
- * verifies between reads leaves the disk idle during the check and reads
- * into a buffer the CPU has just had in its cache; on the development VM
- * that made each read 1.15-1.26 times as long (24 paired passes, load 15),
- * and the figure 0.78 of fio's on a quiet machine. One read in flight: the
- * disk sees queue depth 1, like fio's psync job. Sets *ret_unavailable
- * (without a message) where the kernel refuses an AIO context.
- */
-/* Queues the read of [off, off + len) into buffer @slot; 0 or -errno. */
-static int seq_submit(const Run *run, aio_context_t ctx, struct iocb *cb, void *bufs, unsigned slot, uint64_t off)
-{
-	struct iocb *p = &cb[slot];
-	long n;
-
-	cb[slot] = (struct iocb){
-		.aio_data = slot,
-		.aio_lio_opcode = IOCB_CMD_PREAD,
-		.aio_fildes = (uint32_t)run->fd,
-		.aio_buf = (uint64_t)(uintptr_t)((uint8_t *)bufs + (size_t)slot * SELFTEST_SEQ_BLOCK_SIZE),
-		.aio_nbytes = (size_t)min_u64(SELFTEST_SEQ_BLOCK_SIZE, run->file_bytes - off),
-		.aio_offset = (int64_t)off,
-	};
-	do
-		n = syscall(SYS_io_submit, ctx, 1L, &p);
-	while (n < 0 && errno == EINTR);
-	if (n < 0)
-		return negative_errno();
-	return n == 1 ? 0 : -EAGAIN;
-}
-
-static int seq_read_pipelined(Run *run, uint64_t *ret_ns, bool *ret_unavailable)
-{
-	const char *phase = "sequential read";
-	_cleanup_free_ void *bufs = NULL;
-	struct iocb cb[2] = {};
-	aio_context_t ctx;
-	VerifyCount vc = {};
-	uint64_t t0, t1 = 0;
-	unsigned ctx_depth;
-	bool inflight;
-	int r;
-
-	*ret_unavailable = false;
-	r = aio_ctx_get(2, &ctx, &ctx_depth);
-	if (r < 0) {
-		*ret_unavailable = true;
-		return r;
-	}
-	r = alloc_buffer(run, 2 * (size_t)SELFTEST_SEQ_BLOCK_SIZE, &bufs);
-	if (r < 0) {
-		aio_ctx_put(ctx, ctx_depth);
-		return run_fail(run, r, "cannot allocate the I/O buffer: %s", errno_str(r));
-	}
-
-	t0 = now_ns();
-	r = seq_submit(run, ctx, cb, bufs, 0, 0);
-	if (r < 0)
-		(void)run_fail(run, r, "cannot queue %s I/O: %s", phase, errno_str(r));
-	inflight = r == 0;
-	while (inflight) {
-		struct io_event ev;
-		uint64_t off;
-		unsigned slot;
-		size_t len;
-		void *buf;
-		long n;
-
-		do
-			n = syscall(SYS_io_getevents, ctx, 1L, 1L, &ev, NULL);
-		while (n < 0 && errno == EINTR);
-		if (n != 1) {
-			r = n < 0 ? negative_errno() : -EIO;
-			(void)run_fail(run, r, "I/O error during %s: waiting for completions: %s", phase, errno_str(r));
-			break;
-		}
-		t1 = now_ns();
-		inflight = false;
-		slot = (unsigned)ev.data;
-		off = (uint64_t)cb[slot].aio_offset;
-		len = cb[slot].aio_nbytes;
-		buf = (uint8_t *)bufs + (size_t)slot * SELFTEST_SEQ_BLOCK_SIZE;
-		if (ev.res != (int64_t)len) {
-			r = ev.res < 0 ? (int)ev.res : -EIO;
-			(void)xfer_fail(run, r, phase, false, len, off, ev.res < 0 ? -1 : (ssize_t)ev.res);
-			break;
-		}
-		/* The next block is read into the other buffer while this one is verified. */
-		if (off + len < run->file_bytes) {
-			r = seq_submit(run, ctx, cb, bufs, slot ^ 1, off + len);
-			if (r < 0) {
-				(void)run_fail(run, r, "cannot queue %s I/O: %s", phase, errno_str(r));
-				break;
-			}
-			inflight = true;
-		}
-		run->res->bytes_read += len;
-		after_read(run, buf, len, off);
-		pattern_check(run, buf, len, off, &vc);
-	}
-	verify_count_commit(run, &vc);
-	/* A context that may still hold a read is destroyed (io_destroy waits for it), never reused. */
-	if (inflight)
-		(void)syscall(SYS_io_destroy, ctx);
-	else
-		aio_ctx_put(ctx, ctx_depth);
-	if (r < 0)
-		return r;
-	*ret_ns = t1 > t0 ? t1 - t0 : 1;
-	return 0;
-}
-
-static int phase_seq_read(Run *run)
-{
-	uint64_t read_ns = 0;
-	bool unavailable = true;
-	int r;
-
-	if (!run->no_aio) {
-		r = seq_read_pipelined(run, &read_ns, &unavailable);
-		if (!unavailable && r < 0)
-			return r;
-	}
-	if (unavailable) {
-		/* Without AIO: verified between the reads (each pread timed alone). */
-		r = seq_read_all_pread(run, &read_ns);
-		if (r < 0)
-			return r;
-	}
-	run->res->seq_read_mbps = (double)run->file_bytes / MIB / ((double)read_ns / NSEC_PER_SEC);
-	return 0;
 }
 
 typedef struct AioQueue {

@@ -13,8 +13,7 @@
  *      ioengine=libaio iodepth=@iodepth; one thread per outstanding I/O (fio
  *      psync numjobs=@iodepth) only where the kernel refuses an AIO context;
  *   4. after an untimed fdatasync, sequential read of the whole file, 1 MiB
- *      blocks (throughput; it also verifies every block written by phases 1-3,
- *      each while the next is read: one read in flight, with AIO);
+ *      blocks (throughput; it also verifies every block written by phases 1-3);
  *   5. 4 KiB random reads at queue depth 1 (latency p50/p99);
  *   6. 4 KiB random reads at queue depth @iodepth (IOPS).
  * Every 4 KiB unit holds a pattern derived from (run seed, file offset, write
