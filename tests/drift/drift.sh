@@ -85,8 +85,8 @@ PID=$!
 echo "$PID" >"$CG/cgroup.procs"
 
 api() { curl -s --max-time 60 --unix-socket "$SOCK" -X POST -d "$2" "http://nvmevol/VolumeDriver.$1"; }
-for _ in $(seq 100); do api Capabilities '{}' >/dev/null 2>&1 && break; sleep 0.1; done
-check "daemon answers" 'api Capabilities "{}" | jq -e .Capabilities >/dev/null'
+for _ in $(seq 100); do api List '{}' 2>/dev/null | jq -e .Volumes >/dev/null 2>&1 && break; sleep 0.1; done
+check "daemon answers" 'api List "{}" | jq -e .Volumes >/dev/null'
 api Create '{"Name":"drift-warn"}' >/dev/null
 api Create "{\"Name\":\"drift-enforce\",\"Opts\":{\"selftest\":\"enforce\",\"min_write_ratio\":\"$RATIO\"}}" >/dev/null
 

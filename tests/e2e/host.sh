@@ -82,8 +82,10 @@ svc_start() {
       setsid env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin "${env[@]}" NVMEVOL_STATE_DIR="$SVC_STATE" \
         unshare --net setpriv --no-new-privs --bounding-set "-all,$caps" -- "$exec" \
         >>"$SVC_LOG" 2>&1 </dev/null & echo $! >"$SVC_PIDFILE" )
+    # Ready is List answered, not Capabilities: that one is answered before the state is
+    # loaded (daemon/api.h's gate), so a start that fails then would pass for a good one.
     for i in $(seq 1 100); do
-        "$PLUGIN_CALL" "$SOCK" Capabilities >/dev/null 2>&1 && return 0
+        "$PLUGIN_CALL" "$SOCK" List >/dev/null 2>&1 && return 0
         [ -n "$(svc_pid)" ] || break
         sleep 0.2
     done

@@ -23,7 +23,7 @@ NVMEVOL_SOCKET=$S NVMEVOL_STATE_DIR=/tmp/state NVMEVOL_PROPAGATED_MOUNT=/tmp/pro
 	NVMEVOL_LABEL_PREFIX=nvgq NVMEVOL_SELFTEST=off NVMEVOL_METRICS_DIR=/mnt/shared/metrics \
 	NVMEVOL_METRICS_INTERVAL_SECONDS=1 /work/nvmevol >/tmp/daemon.log 2>&1 &
 D=$!
-for i in $(seq 1 300); do /work/plugin-call $S Capabilities >/dev/null 2>&1 && break; sleep 0.1; done
+for i in $(seq 1 300); do /work/plugin-call $S List >/dev/null 2>&1 && break; sleep 0.1; done
 call() { /work/plugin-call $S "$@" || fail "$1 $2: $(/work/plugin-call $S "$@" 2>&1) (daemon log: $(tail -5 /tmp/daemon.log))"; }
 call Create '{"Name":"limited","Opts":{"partition":"nvgq0","size":"64M","inodes":"1000"}}' >/dev/null
 call Create '{"Name":"on-critical","Opts":{"partition":"nvgq1"}}' >/dev/null

@@ -103,7 +103,7 @@ start_daemon() {
 		NVMEVOL_SELFTEST=warn NVMEVOL_SELFTEST_CACHE_SECONDS=0 NVMEVOL_SELFTEST_BUDGET_MS=1000 \
 		NVMEVOL_METRICS_DIR="$METRICS" NVMEVOL_METRICS_INTERVAL_SECONDS=1 "$BIN" >>"$WORK/daemon.log" 2>&1 &
 	DPID=$!
-	for _ in $(seq 150); do api Capabilities '{}' 2>/dev/null | jq -e .Capabilities >/dev/null 2>&1 && return 0; sleep 0.1; done
+	for _ in $(seq 150); do api List '{}' 2>/dev/null | jq -e .Volumes >/dev/null 2>&1 && return 0; sleep 0.1; done
 	return 1
 }
 stop_daemon() { kill "$DPID" && wait "$DPID"; DPID=; }
