@@ -478,54 +478,22 @@ static int write_other(Writer *w, const char *path, const char *name, const stru
 
 static void level_free(Level *l)
 {
-	for (size_t i = 0; i < l->n; i++)
-		free(l->names[i]);
-	free(l->names);
-}
-
-static int cmp_names(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	names_free(l->names, l->n);
 }
 
 /* The current directory's names, sorted, as a new level. */
 static int push_level(Writer *w)
 {
 	Level l = { .path_len = w->path.n };
-	size_t cap = 0;
-	struct dirent *de;
-	DIR *d;
-	int r = 0;
+	int r;
 
-	d = opendir_fd(dircursor_fd(&w->c));
-	if (!d)
-		return negative_errno();
-	errno = 0;
-	while ((de = readdir(d))) {
-		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-			continue;
-		w->mem += strlen(de->d_name) + 1 + sizeof(char *);
-		if (w->mem > TAR_WRITE_MEM_MAX) {
-			r = -ENOBUFS;
-			break;
-		}
-		if (GROW_ARRAY(l.names, cap, l.n + 1, 64) < 0 || !(l.names[l.n] = strdup(de->d_name))) {
-			r = -ENOMEM;
-			break;
-		}
-		l.n++;
-		errno = 0;
-	}
-	if (r == 0 && errno)
-		r = negative_errno();
-	closedir(d);
+	r = dir_read_names(dircursor_fd(&w->c), true, &w->mem, TAR_WRITE_MEM_MAX, &l.names, &l.n);
 	if (r == 0 && GROW_ARRAY(w->levels, w->cap, w->depth + 1, 16) < 0)
 		r = -ENOMEM;
 	if (r < 0) {
 		level_free(&l);
 		return r;
 	}
-	qsort(l.names, l.n, sizeof(*l.names), cmp_names);
 	w->levels[w->depth++] = l;
 	return 0;
 }

@@ -32,44 +32,16 @@ typedef struct Walk {
 
 static void level_free(Level *l)
 {
-	for (size_t i = 0; i < l->n; i++)
-		free(l->names[i]);
-	free(l->names);
+	names_free(l->names, l->n);
 }
 
 /* Reads the names of the copy's current directory into a new level. -ENOBUFS past the memory bound. */
 static int push_level(Walk *w, bool live)
 {
 	Level l = { .live = live };
-	size_t cap = 0;
-	struct dirent *de;
-	DIR *d;
-	int r = 0;
+	int r;
 
-	d = opendir_fd(dircursor_fd(&w->copy));
-	if (!d)
-		return negative_errno();
-	errno = 0;
-	while ((de = readdir(d))) {
-		size_t len = strlen(de->d_name);
-
-		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-			continue;
-		w->mem += len + 1 + sizeof(char *);
-		if (w->mem > CLONE_COST_MEM_MAX) {
-			r = -ENOBUFS;
-			break;
-		}
-		if (GROW_ARRAY(l.names, cap, l.n + 1, 64) < 0 || !(l.names[l.n] = strdup(de->d_name))) {
-			r = -ENOMEM;
-			break;
-		}
-		l.n++;
-		errno = 0;
-	}
-	if (r == 0 && errno != 0)
-		r = negative_errno();
-	closedir(d);
+	r = dir_read_names(dircursor_fd(&w->copy), false, &w->mem, CLONE_COST_MEM_MAX, &l.names, &l.n);
 	if (r == 0 && GROW_ARRAY(w->levels, w->cap, w->depth + 1, 16) < 0)
 		r = -ENOMEM;
 	if (r < 0) {

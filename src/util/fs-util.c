@@ -61,6 +61,53 @@ int dir_foreach_name(int dirfd, int (*cb)(const char *name, void *userdata), voi
 	return r < 0 ? r : 0;
 }
 
+typedef struct NameList {
+	char **names;
+	size_t n, cap;
+	uint64_t *mem, mem_max;
+} NameList;
+
+static int name_list_add(const char *name, void *userdata)
+{
+	NameList *l = userdata;
+
+	*l->mem += strlen(name) + 1 + sizeof(char *);
+	if (*l->mem > l->mem_max)
+		return -ENOBUFS;
+	if (GROW_ARRAY(l->names, l->cap, l->n + 1, 64) < 0 || !(l->names[l->n] = strdup(name)))
+		return -ENOMEM;
+	l->n++;
+	return 0;
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int dir_read_names(int dirfd, bool sorted, uint64_t *mem, uint64_t mem_max, char ***ret_names, size_t *ret_n)
+{
+	NameList l = { .mem = mem, .mem_max = mem_max };
+	int r = dir_foreach_name(dirfd, name_list_add, &l);
+
+	if (r < 0) {
+		names_free(l.names, l.n);
+		return r;
+	}
+	if (sorted && l.n > 1)
+		qsort(l.names, l.n, sizeof(*l.names), cmp_names);
+	*ret_names = l.names;
+	*ret_n = l.n;
+	return 0;
+}
+
+void names_free(char **names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
 bool is_atomic_tmp_name(const char *name)
 {
 	return name[0] == '.' && strstr(name, ".tmp.") != NULL;

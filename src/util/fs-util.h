@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 /*
@@ -19,6 +20,15 @@ DIR *opendir_fd(int dirfd);
  * failing readdir() returns its error, never a shorter listing.
  */
 int dir_foreach_name(int dirfd, int (*cb)(const char *name, void *userdata), void *userdata);
+
+/*
+ * The names in @dirfd (dir_foreach_name()), strdup'ed into *ret_names, *ret_n
+ * of them, sorted by strcmp() when @sorted; free with names_free(). A walk's
+ * memory bound: each name adds its length + 1 + a pointer to *mem, and past
+ * @mem_max the read stops with -ENOBUFS. On error nothing is returned.
+ */
+int dir_read_names(int dirfd, bool sorted, uint64_t *mem, uint64_t mem_max, char ***ret_names, size_t *ret_n);
+void names_free(char **names, size_t n);
 
 /* Temp files written by write_file_atomic_at() start with '.' and contain ".tmp.". */
 bool is_atomic_tmp_name(const char *name);
