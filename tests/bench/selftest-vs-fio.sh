@@ -12,8 +12,8 @@
 #   seq_write_mbps    1 MiB writes to a new file, then   rw=write bs=1M size=REGION end_fsync=1 on a new file
 #                     fdatasync (counted)                (fio's runtime includes the end fsync, like dd conv=fdatasync)
 #   seq_read_mbps     1 MiB reads of the whole file,     rw=read bs=1M ioengine=psync, time_based
-#                     the next one in flight while the
-#                     one before is verified
+#                     one at a time, each verified
+#                     (only the read is timed)
 #   write_p50/p99_ms  4 KiB random overwrites, QD1       rw=randwrite bs=4k ioengine=psync, clat percentiles
 #   read_p50/p99_ms   4 KiB random reads, QD1            rw=randread bs=4k ioengine=psync, clat percentiles
 #   rand_write_iops   4 KiB random overwrites, QD16      rw=randwrite bs=4k ioengine=libaio iodepth=16
