@@ -827,6 +827,39 @@ Test(daemon_snapshot, an_export_imported_again_and_a_gnu_tar_archive_imported_ar
 }
 
 /*
+ * GNU tar --acls (without --xattrs) and bsdtar carry ACLs only as text
+ * (SCHILY.acl.*), GNU tar with names: an import sets them from the text.
+ */
+Test(daemon_snapshot, acls_an_archive_carries_only_as_text_are_imported)
+{
+	const char *tars[][2] = { { "gnu", "tar --format=posix --acls -cpf" }, { "bsd", "bsdtar --format=pax --acls -cf" } };
+	char src[512], dst[512], archive[600], cmd[4096], p[600];
+
+	create_volume("aclsrc", "");
+	testbed_volume_dir(&tb, 0, "aclsrc", src, sizeof(src));
+	put(src, "f", "acl\n", 4);
+	snprintf(p, sizeof(p), "%s/f", src);
+	cr_assert_eq(RUN("setfacl", "-m", "u:1000:r,u:root:rw,g:2000:rw", p), 0);
+	snprintf(p, sizeof(p), "%s/d", src);
+	cr_assert_eq(mkdir(p, 0750), 0);
+	cr_assert_eq(RUN("setfacl", "-d", "-m", "u:1000:rx,g:root:r", p), 0);
+	for (size_t i = 0; i < ELEMENTSOF(tars); i++) {
+		char vol[32];
+
+		snprintf(archive, sizeof(archive), "%s/%s-acl.tar", tb.dir, tars[i][0]);
+		snprintf(cmd, sizeof(cmd), "%s '%s' -C '%s' .", tars[i][1], archive, src);
+		cr_assert_eq(RUN("sh", "-c", cmd), 0, "%s", cmd);
+		snprintf(cmd, sizeof(cmd), "! grep -a -q SCHILY.xattr.system.posix_acl '%s'", archive);
+		cr_assert_eq(RUN("sh", "-c", cmd), 0, "%s carries the ACLs as attributes too: not the case tested", tars[i][0]);
+		snprintf(vol, sizeof(vol), "acl%s", tars[i][0]);
+		cr_assert_eq(import_from(archive, vol, NULL), 0, "%s: %s", tars[i][0], err);
+		testbed_volume_dir(&tb, 0, vol, dst, sizeof(dst));
+		snprintf(cmd, sizeof(cmd), "diff <(cd '%s' && getfacl -n . d f 2>&1) <(cd '%s' && getfacl -n . d f 2>&1) >&2", src, dst);
+		cr_assert_eq(RUN("bash", "-c", cmd), 0, "%s: the imported ACLs differ (diff above)", tars[i][0]);
+	}
+}
+
+/*
  * A command in a mount namespace that does not see the plugin's binds (one made
  * before them, as `unshare -m` or a container does) finds an empty directory
  * where the bind should be: the export must fail, not write an empty archive,

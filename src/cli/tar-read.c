@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <linux/openat2.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "cli/acl-text.h"
 #include "cli/tar-read.h"
 #include "util/alloc-util.h"
 #include "util/errmsg.h"
@@ -117,6 +120,8 @@ void tar_pax_done(TarPax *p)
 	free(p->path);
 	free(p->linkpath);
 	free(p->sparse_name);
+	free(p->acl_access);
+	free(p->acl_default);
 	for (size_t i = 0; i < p->n_xattrs; i++) {
 		free(p->xattrs[i].name);
 		free(p->xattrs[i].value);
@@ -238,7 +243,11 @@ static int pax_record(TarPax *p, const char *key, size_t klen, const char *v, si
 		p->xattrs[p->n_xattrs++] = x;
 		return 0;
 	}
-	/* SCHILY.acl.*: the same ACLs as their SCHILY.xattr.system.posix_acl_* (GNU tar and nvmevol write both). */
+	/* The text form of the ACLs: used where the archive has no SCHILY.xattr.system.posix_acl_* for them. */
+	if (KEY("SCHILY.acl.access"))
+		return dup_value(v, vlen, &p->acl_access);
+	if (KEY("SCHILY.acl.default"))
+		return dup_value(v, vlen, &p->acl_default);
 	return 0;
 #undef KEY
 }
@@ -435,6 +444,90 @@ static int open_parent(Reader *r, const char *path, bool make, int *ret_fd, cons
 	return 0;
 }
 
+/* One extended attribute, on the entry itself (a symlink's too), never through a symlink. */
+static int set_attr(Reader *r, int dirfd, const char *leaf, int fd, const char *name, const void *value, size_t len,
+		    const char *path)
+{
+	char proc[64];
+	int e;
+
+	if (fd >= 0)
+		e = fsetxattr(fd, name, value, len, 0);
+	else {
+		/* Never through the symlink: the inode by an O_PATH descriptor. */
+		struct open_how how = { .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC, .resolve = RESOLVE_CONFINED };
+		long pfd = syscall(SYS_openat2, dirfd, leaf, &how, sizeof(how));
+
+		if (pfd < 0)
+			return errmsg_set(&r->why, negative_errno(), "cannot reach %s: %s", path, errno_str(errno));
+		snprintf(proc, sizeof(proc), "/proc/self/fd/%ld", pfd);
+		e = setxattr(proc, name, value, len, 0); /* the magic link is the inode itself */
+		close((int)pfd);
+	}
+	if (e < 0)
+		return errmsg_set(&r->why, negative_errno(), "cannot set attribute %.64s of %s: %s", name, path,
+				  errno_str(errno));
+	return 0;
+}
+
+static bool has_xattr(const TarPax *x, const char *name)
+{
+	for (size_t i = 0; i < x->n_xattrs; i++)
+		if (streq(x->xattrs[i].name, name))
+			return true;
+	return false;
+}
+
+/* Names in an ACL's text, as GNU tar writes them without --numeric-owner: this host's users and groups. */
+static int lookup_host_name(const char *name, bool group, uint32_t *ret_id)
+{
+	char buf[4096];
+	int e;
+
+	if (group) {
+		struct group gr, *res = NULL;
+
+		e = getgrnam_r(name, &gr, buf, sizeof(buf), &res);
+		if (e != 0 || !res)
+			return -ENOENT;
+		*ret_id = (uint32_t)res->gr_gid;
+	} else {
+		struct passwd pw, *res = NULL;
+
+		e = getpwnam_r(name, &pw, buf, sizeof(buf), &res);
+		if (e != 0 || !res)
+			return -ENOENT;
+		*ret_id = (uint32_t)res->pw_uid;
+	}
+	return 0;
+}
+
+/*
+ * An ACL the archive carries only as text (GNU tar --acls without --xattrs,
+ * bsdtar): set from the text, unless its attribute came too (that one wins).
+ */
+static int apply_acl_text(Reader *r, int dirfd, const char *leaf, int fd, const TarPax *x, bool access,
+			  const char *path)
+{
+	const char *text = access ? x->acl_access : x->acl_default;
+	const char *name = access ? "system.posix_acl_access" : "system.posix_acl_default";
+	_cleanup_free_ void *value = NULL;
+	_cleanup_free_ char *why = NULL;
+	size_t len = 0;
+	int e;
+
+	if (!text || has_xattr(x, name))
+		return 0;
+	e = acl_text_to_xattr(text, lookup_host_name, &value, &len, &why);
+	if (e < 0)
+		return errmsg_set(&r->why, e, "the %s ACL of %s: %s", access ? "access" : "default", path,
+				  why ? why : errno_str(e));
+	/* The three base entries are the mode, already set (an attribute of them alone is the mode again). */
+	if (len == 0 || (access && len == ACL_XATTR_MODE_ONLY_LEN))
+		return 0;
+	return set_attr(r, dirfd, leaf, fd, name, value, len, path);
+}
+
 /* Owner, mode, attributes, times: in the order that keeps them (chown clears set-ID bits and capabilities). */
 static int apply_meta(Reader *r, int dirfd, const char *leaf, int fd, const TarHeader *h, const TarPax *x,
 		      const char *path)
@@ -443,8 +536,7 @@ static int apply_meta(Reader *r, int dirfd, const char *leaf, int fd, const TarH
 	gid_t gid = (gid_t)(x->has_gid ? x->gid : h->gid);
 	bool link = h->type == '2';
 	struct timespec ts[2];
-	char proc[64];
-	int e = 0;
+	int e;
 
 	if ((x->has_uid ? x->uid : h->uid) >= UINT32_MAX || (x->has_gid ? x->gid : h->gid) >= UINT32_MAX)
 		return errmsg_set(&r->why, -EINVAL, "%s has an owner or group beyond what Linux can store", path);
@@ -460,22 +552,17 @@ static int apply_meta(Reader *r, int dirfd, const char *leaf, int fd, const TarH
 		if (strncmp(a->name, "user.", 5) && strncmp(a->name, "security.", 9) && strncmp(a->name, "system.posix_acl_", 17))
 			return errmsg_set(&r->why, -EPERM, "%s carries attribute %.64s, which import does not set", path,
 					  a->name);
-		if (fd >= 0)
-			e = fsetxattr(fd, a->name, a->value, a->len, 0);
-		else {
-			/* Never through the symlink: the inode by an O_PATH descriptor. */
-			struct open_how how = { .flags = O_PATH | O_NOFOLLOW | O_CLOEXEC, .resolve = RESOLVE_CONFINED };
-			long pfd = syscall(SYS_openat2, dirfd, leaf, &how, sizeof(how));
-
-			if (pfd < 0)
-				return errmsg_set(&r->why, negative_errno(), "cannot reach %s: %s", path, errno_str(errno));
-			snprintf(proc, sizeof(proc), "/proc/self/fd/%ld", pfd);
-			e = setxattr(proc, a->name, a->value, a->len, 0); /* the magic link is the inode itself */
-			close((int)pfd);
-		}
+		e = set_attr(r, dirfd, leaf, fd, a->name, a->value, a->len, path);
 		if (e < 0)
-			return errmsg_set(&r->why, negative_errno(), "cannot set attribute %.64s of %s: %s", a->name, path,
-					  errno_str(errno));
+			return e;
+	}
+	/* Symlinks have no ACLs; only directories have a default one. */
+	if (!link) {
+		e = apply_acl_text(r, dirfd, leaf, fd, x, true, path);
+		if (e == 0 && h->type == '5')
+			e = apply_acl_text(r, dirfd, leaf, fd, x, false, path);
+		if (e < 0)
+			return e;
 	}
 	ts[1] = x->has_mtime ? x->mtime : (struct timespec){ .tv_sec = (time_t)h->mtime };
 	ts[0] = x->has_atime ? x->atime : ts[1];

@@ -19,7 +19,9 @@
  * header sizes and attributes end the read with an error that names them.
  * Owners, modes, nanosecond times, extended attributes (SCHILY.xattr.*, the
  * ACLs among them; trusted.* is left out: XFS's own copies of ACLs, overlayfs's
- * state) are applied; directories' last; other namespaces are refused.
+ * state) are applied; directories' last; other namespaces are refused. ACLs
+ * an archive carries only as text (SCHILY.acl.*: GNU tar --acls, bsdtar) are
+ * set from the text; names in it are this host's users and groups.
  *
  * On any error the directory is left half-filled: the caller discards it.
  */
@@ -82,6 +84,7 @@ typedef struct TarPax {
 	char *sparse_name;
 	bool has_realsize;
 	uint64_t realsize;
+	char *acl_access, *acl_default; /* SCHILY.acl.*: text (cli/acl-text.h) */
 } TarPax;
 
 void tar_pax_done(TarPax *p);

@@ -11,6 +11,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "cli/acl-text.h"
 #include "cli/tar-write.h"
 #include "util/alloc-util.h"
 #include "util/dircursor.h"
@@ -155,48 +156,6 @@ static int pax_add_time(Writer *w, const char *key, const struct timespec *ts)
 	return pax_add_str(w, key, v);
 }
 
-/* A binary POSIX ACL (system.posix_acl_*) as the text GNU tar writes (one entry a line), with numeric IDs. */
-static int acl_text(const void *val, size_t len, Buf *out)
-{
-	const uint8_t *p = val;
-	uint32_t version;
-
-	if (len < 4 || (len - 4) % 8 != 0)
-		return -EINVAL;
-	memcpy(&version, p, 4);
-	if (version != 2)
-		return -EINVAL;
-	for (size_t off = 4; off < len; off += 8) {
-		uint16_t tag, perm;
-		uint32_t id;
-		char e[64];
-		const char *kind;
-		bool qualified;
-
-		memcpy(&tag, p + off, 2);
-		memcpy(&perm, p + off + 2, 2);
-		memcpy(&id, p + off + 4, 4);
-		switch (tag) {
-		case 0x01: kind = "user", qualified = false; break;
-		case 0x02: kind = "user", qualified = true; break;
-		case 0x04: kind = "group", qualified = false; break;
-		case 0x08: kind = "group", qualified = true; break;
-		case 0x10: kind = "mask", qualified = false; break;
-		case 0x20: kind = "other", qualified = false; break;
-		default: return -EINVAL;
-		}
-		if (qualified)
-			snprintf(e, sizeof(e), "%s%s:%u:%c%c%c", out->n ? "\n" : "", kind, id, perm & 4 ? 'r' : '-',
-				 perm & 2 ? 'w' : '-', perm & 1 ? 'x' : '-');
-		else
-			snprintf(e, sizeof(e), "%s%s::%c%c%c", out->n ? "\n" : "", kind, perm & 4 ? 'r' : '-',
-				 perm & 2 ? 'w' : '-', perm & 1 ? 'x' : '-');
-		if (buf_add(out, e, strlen(e)) < 0)
-			return -ENOMEM;
-	}
-	return 0;
-}
-
 static int add_xattrs(Writer *w, int fd, const char *name)
 {
 	XattrTarget t = { .fd = fd, .dirfd = dircursor_fd(&w->c), .name = name };
@@ -219,13 +178,11 @@ static int add_xattrs(Writer *w, int fd, const char *name)
 			continue;
 		/* An ACL both ways, as GNU tar writes it: the text for --acls, the attribute for --xattrs. */
 		if (access || streq(key, ACL_XATTR_DEFAULT)) {
-			Buf text = { 0 };
+			_cleanup_free_ char *text = NULL;
 
-			r = acl_text(val, vlen, &text);
+			r = acl_xattr_to_text(val, vlen, &text);
 			if (r == 0)
-				r = pax_add(w, access ? "SCHILY.acl.access" : "SCHILY.acl.default", text.p ? text.p : "",
-					    text.n);
-			free(text.p);
+				r = pax_add(w, access ? "SCHILY.acl.access" : "SCHILY.acl.default", text, strlen(text));
 		}
 		if (r == 0) {
 			snprintf(pk, sizeof(pk), "SCHILY.xattr.%s", key);
