@@ -113,6 +113,23 @@ int manager_health_metric(Manager *m, Partition *part);
 /* Adds "device", "xfs", "health" (last reading, never a new one) and "policy" to a partition's Status object. */
 void manager_health_add_status(Manager *m, Partition *part, const VolumeOptions *o, json_t *partition);
 
+/*
+ * manager-cordon.c: writes @c to @part's nvmevol/cordon.json, then publishes
+ * it (the caller holds create_lock when a Create must not race it).
+ */
+int manager_cordon_set(Manager *m, Partition *part, const PartitionCordon *c, char **reterr_msg);
+/* The health policy's cordon of a partition whose controller reports @critical_warning (once; logged). */
+void manager_cordon_for_health(Manager *m, Partition *part, uint8_t critical_warning);
+/* -EPERM and an Err saying how to uncordon, when a Create names a cordoned partition. */
+int manager_cordon_check_create(const PartitionInfo *info, const char *pname, const char *name, char **reterr_msg);
+/* "cordoned" and, while on, "cordon": {"by","since","reason"} in a partition's Status object. */
+void manager_cordon_add_status(const PartitionInfo *info, json_t *partition);
+
+/* manager-fence.c: -EPERM and an Err naming the new host and 'volume unfence' when @v is fenced (op_lock held). */
+int manager_fence_check_mount(const Volume *v, char **reterr_msg);
+/* manager-fence.c: "fenced" and "moved_to" in Status (registry lock held). */
+void manager_fence_add_status(const Volume *v, json_t *status);
+
 /* manager-clone.c: Create with from=SOURCE. */
 typedef struct ClonePrep {
 	Volume *source;     /* a reference */

@@ -226,6 +226,9 @@ static int check_target(Manager *m, Partition *part, PartitionFs *fs, const Part
 	if (errno != ENOENT)
 		return errmsg_set(reterr_msg, negative_errno(), "cannot look at volumes/%s on partition %s: %s", name,
 				  pname, errno_str(errno));
+	r = manager_cordon_check_create(info, pname, name, reterr_msg);
+	if (r < 0)
+		return r;
 	r = manager_health_check_create(m, part, name, opts, reterr_msg);
 	if (r < 0)
 		return r;
@@ -494,6 +497,10 @@ int manager_refresh_index_only(Manager *m, Volume *v, PartitionFs *fs)
 		v->created_at = rec->created_at;
 		v->projid = rec->projid;
 		memcpy(v->partition_label, rec->partition_label, sizeof(v->partition_label));
+		/* The fence travels with the record: a disk fenced elsewhere is fenced here too. */
+		free(v->fence);
+		v->fence = TAKE_PTR(rec->fence);
+		v->fence_generation = rec->fence_generation;
 	}
 	v->index_only = false;
 	registry_unlock(m->reg);
@@ -756,6 +763,9 @@ static int mount_locked(Manager *m, Volume *v, const char *id, char **ret_mountp
 	if (v->corrupt)
 		return errmsg_set(reterr_msg, -EUCLEAN, "volume %s cannot be mounted: its record is unreadable (%s)",
 				  v->name, v->corrupt);
+	r = manager_fence_check_mount(v, reterr_msg);
+	if (r < 0)
+		return r;
 	fs = ensure_partition(m, v, reterr_msg);
 	if (!fs)
 		return v->removed ? -ENOENT : -ENODEV;
