@@ -21,6 +21,7 @@
 
 #include "helpers/testbed.h"
 #include "helpers/treecmp.h"
+#include "helpers/treefill.h"
 #include "util/macro.h"
 
 static Testbed tb;
@@ -216,4 +217,140 @@ Test(daemon_evacuate, fence_refuses_mount_with_the_new_host_until_unfenced_and_r
 	cr_assert(strstr(err, "no such volume"), "%s", err);
 	cr_assert_eq(ADMIN("volume", "fence", "fv", "bad host"), 1);
 	cr_assert(strstr(err, "invalid 'Host'"), "%s", err);
+}
+
+/* ---- evacuate ---- */
+
+/* A reference copy of @dir next to the volumes (same filesystem: reflinked, holes and layout kept). */
+static void reference_copy(const char *dir, const char *ref)
+{
+	if (RUN("cp", "-a", "--reflink=always", dir, ref) != 0)
+		cr_assert_eq(RUN("cp", "-a", "--sparse=always", dir, ref), 0);
+}
+
+static json_t *volume_status(const char *name)
+{
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"%s\"}", name), 0, "%s", client_err(&rep));
+	return json_incref(json_object_get(json_object_get(rep.json, "Volume"), "Status"));
+}
+
+static bool names_in(const json_t *arr, const char *name)
+{
+	size_t i;
+	json_t *e;
+
+	json_array_foreach(arr, i, e)
+		if (!strcmp(json_string_value(json_object_get(e, "name")), name))
+			return true;
+	return false;
+}
+
+Test(daemon_evacuate, idle_volumes_move_with_their_data_in_use_ones_wait_snapshots_are_refused)
+{
+	const char *u0 = tb.parts[0].uuid, *u1 = tb.parts[1].uuid;
+	char dir[700], ref[700], mp0[400], mp1[400], why[1024], *mpt;
+	json_t *j, *st, *opts_before;
+	struct stat a, b;
+
+	testbed_part_mountpoint(&tb, 0, mp0, sizeof(mp0));
+	testbed_part_mountpoint(&tb, 1, mp1, sizeof(mp1));
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"data\",\"Opts\":{\"partition\":\"%s\",\"uid\":\"999\","
+			     "\"gid\":\"998\",\"mode\":\"0750\",\"selftest\":\"warn\"}}", u0), 0, "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"empty\",\"Opts\":{\"partition\":\"%s\"}}", u0), 0, "%s",
+		     client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"busy\",\"Opts\":{\"partition\":\"%s\"}}", u0), 0, "%s",
+		     client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"snapped\",\"Opts\":{\"partition\":\"%s\"}}", u0), 0, "%s",
+		     client_err(&rep));
+	testbed_volume_dir(&tb, 0, "data", dir, sizeof(dir));
+	tree_fill_sample(dir);
+	snprintf(ref, sizeof(ref), "%s/ref-data", mp0);
+	reference_copy(dir, ref);
+	st = volume_status("data");
+	opts_before = json_incref(json_object_get(st, "options"));
+	json_decref(st);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"busy\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
+	cr_assert_eq(ADMIN("volume", "snapshot", "snapped", "s1"), 0, "%s", err);
+
+	/* Not all could leave: exit 1, and the JSON says which moved, which wait, which are refused and why. */
+	cr_assert_eq(ADMIN("partition", "evacuate", u0, "--json"), 1, "%s", err);
+	j = parse_out();
+	cr_assert(names_in(json_object_get(j, "moved"), "data"), "%s", out);
+	cr_assert(names_in(json_object_get(j, "moved"), "empty"), "%s", out);
+	cr_assert(names_in(json_object_get(j, "waiting"), "busy"), "%s", out);
+	cr_assert(names_in(json_object_get(j, "refused"), "snapped"), "%s", out);
+	cr_assert(strstr(out, "snapshot"), "%s", out);
+	json_decref(j);
+
+	/* Cordoned first, and each volume now on the other partition, its data, owner and options whole. */
+	st = status_partition(u0);
+	cr_assert(json_is_true(json_object_get(st, "cordoned")), "%s", out);
+	json_decref(st);
+	cr_assert_str_eq(volume_partition("data"), u1);
+	cr_assert_str_eq(volume_partition("empty"), u1);
+	cr_assert_str_eq(volume_partition("busy"), u0);
+	cr_assert_str_eq(volume_partition("snapped"), u0);
+	st = volume_status("data");
+	cr_assert(json_equal(json_object_get(st, "options"), opts_before), "options changed: %s", rep.body);
+	json_decref(st);
+	json_decref(opts_before);
+	testbed_volume_dir(&tb, 1, "data", dir, sizeof(dir));
+	cr_assert_eq(treecmp(ref, dir, 0, why, sizeof(why)), 0, "the moved volume differs: %s", why);
+	testbed_volume_dir(&tb, 0, "data", dir, sizeof(dir));
+	cr_assert_neq(lstat(dir, &a), 0, "the old directory is still in volumes/");
+
+	/* The next Mount serves it from the new partition. */
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"data\",\"ID\":\"c2\"}"), 0, "%s", client_err(&rep));
+	mpt = strdup(json_string_value(json_object_get(rep.json, "Mountpoint")));
+	cr_assert_eq(stat(mpt, &a), 0);
+	cr_assert_eq(stat(mp1, &b), 0);
+	cr_assert_eq(a.st_dev, b.st_dev, "served from another filesystem than the new partition's");
+	snprintf(why, sizeof(why), "%s/sub/deeper/data", mpt);
+	cr_assert_eq(stat(why, &a), 0, "the data is not in the mounted volume");
+	free(mpt);
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"data\",\"ID\":\"c2\"}"), 0, "%s", client_err(&rep));
+
+	/* The waiting one moves once unmounted; the command is simply run again (exit 1: snapped still refused). */
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"busy\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
+	cr_assert_eq(ADMIN("partition", "evacuate", u0), 1, "%s", err);
+	cr_assert(strstr(out, "moved busy"), "%s", out);
+	cr_assert_str_eq(volume_partition("busy"), u1);
+	cr_assert_eq(ADMIN("volume", "snapshot-rm", "snapped", "s1"), 0, "%s", err);
+	cr_assert_eq(ADMIN("partition", "evacuate", u0, "--to", u1), 0, "%s %s", out, err);
+	cr_assert_str_eq(volume_partition("snapped"), u1);
+
+	/* A restart: served from the new partition, nothing left on the old one, still cordoned. */
+	testbed_stop(&tb, SIGTERM);
+	testbed_start_or_fail(&tb, selftest_off);
+	cr_assert_str_eq(volume_partition("data"), u1);
+	testbed_volume_dir(&tb, 1, "data", dir, sizeof(dir));
+	cr_assert_eq(treecmp(ref, dir, 0, why, sizeof(why)), 0, "after a restart: %s", why);
+	cr_assert_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"data\"}"), 0, "%s", client_err(&rep));
+	snprintf(dir, sizeof(dir), "%s/nvmevol/meta", mp0);
+	cr_assert_eq(testbed_count_entries(dir), 0, "records left on the evacuated partition");
+	snprintf(dir, sizeof(dir), "%s/nvmevol/volumes", mp0);
+	cr_assert_eq(testbed_count_entries(dir), 0, "directories left on the evacuated partition");
+	cr_assert_eq(ADMIN("status", "--json"), 0, "%s", err);
+	cr_assert(!strstr(out, "conflicts\":[{"), "%s", out);
+}
+
+Test(daemon_evacuate, evacuate_refuses_bad_targets)
+{
+	const char *u0 = tb.parts[0].uuid;
+
+	cr_assert_eq(ADMIN("partition", "evacuate", "nosuch"), 1);
+	cr_assert(strstr(err, "no present partition has the label or UUID 'nosuch'"), "%s", err);
+	cr_assert_eq(ADMIN("partition", "evacuate", u0, "--to", u0), 1);
+	cr_assert(strstr(err, "--to names the partition being evacuated"), "%s", err);
+	cr_assert_eq(ADMIN("partition", "evacuate"), 2);
+	cr_assert_eq(ADMIN("partition", "evacuate", "--help"), 0);
+	/* Nothing to move is success. */
+	cr_assert_eq(ADMIN("partition", "evacuate", u0), 0, "%s", err);
+	cr_assert(strstr(out, "0 volume(s) moved"), "%s", out);
+	/* The other partition cordoned too: nowhere to go, said per volume. */
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"stuck\",\"Opts\":{\"partition\":\"%s\"}}", tb.parts[1].uuid),
+		     0, "%s", client_err(&rep));
+	cr_assert_eq(ADMIN("partition", "evacuate", tb.parts[1].uuid), 1);
+	cr_assert(strstr(out, "no other partition"), "%s", out);
+	cr_assert_str_eq(volume_partition("stuck"), tb.parts[1].uuid);
 }

@@ -125,6 +125,15 @@ int manager_cordon_check_create(const PartitionInfo *info, const char *pname, co
 /* "cordoned" and, while on, "cordon": {"by","since","reason"} in a partition's Status object. */
 void manager_cordon_add_status(const PartitionInfo *info, json_t *partition);
 
+/* manager.c: what Create checks of a partition for a new volume @name, and makes its directory (evacuate uses both). */
+int manager_check_target(Manager *m, Partition *part, PartitionFs *fs, const PartitionInfo *info, const char *pname,
+			 const char *name, const VolumeOptions *opts, char **reterr_msg);
+int manager_make_volume_dir(Manager *m, Volume *v, PartitionFs *fs, const char *pname, bool *made, char **reterr_msg);
+/* manager-evacuate.c: at start, after recovery: finishes or rolls back evacuations a crash interrupted. */
+void manager_evacuate_recover(Manager *m);
+/* manager-evacuate.c: -EBUSY and an Err when @v's record says an evacuation of it was interrupted (its target missing). */
+int manager_evacuate_check_mount(const Volume *v, char **reterr_msg);
+
 /* manager-fence.c: -EPERM and an Err naming the new host and 'volume unfence' when @v is fenced (op_lock held). */
 int manager_fence_check_mount(const Volume *v, char **reterr_msg);
 /* manager-fence.c: "fenced" and "moved_to" in Status (registry lock held). */

@@ -110,6 +110,7 @@ typedef struct Volume {
 	char *bind_options; /* verified vfs options of the bind, while mounted */
 	json_t *selftest;   /* last self-test report for Status, or NULL */
 	bool removed;
+	bool replaced;      /* removed because the registry holds its successor (evacuated): look the name up again */
 	bool indexed;       /* start-up: an index entry exists in the state directory */
 	/*
 	 * Its record allows suid or dev, but this host never granted that (no
