@@ -353,4 +353,11 @@ Test(daemon_evacuate, evacuate_refuses_bad_targets)
 	cr_assert_eq(ADMIN("partition", "evacuate", tb.parts[1].uuid), 1);
 	cr_assert(strstr(out, "no other partition"), "%s", out);
 	cr_assert_str_eq(volume_partition("stuck"), tb.parts[1].uuid);
+	/* Every partition cordoned: a Create says so, and what lifts it. */
+	cr_assert_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"nowhere\"}"), 0);
+	cr_assert(strstr(client_err(&rep), "[cordoned: 'nvmevol partition uncordon' lifts it]"), "%s", client_err(&rep));
+	cr_assert_eq(ADMIN("partition", "uncordon", "--help"), 0);
+	cr_assert_eq(ADMIN("volume", "fence", "--help"), 0);
+	cr_assert_eq(ADMIN("volume", "unfence", "--help"), 0);
+	cr_assert(strstr(out, "fenced volume"), "%s", out);
 }

@@ -100,7 +100,7 @@ int manager_refresh_index_only(Manager *m, Volume *v, PartitionFs *fs);
 
 /* manager-status.c: the Volume object of Get, Status included. */
 json_t *manager_volume_json(Manager *m, Volume *v);
-/* manager-status.c: "ready", "mounted", "partition-missing" or "record-unreadable" (static strings; registry lock held). */
+/* manager-status.c: "ready", "mounted", "fenced", "partition-missing" or "record-unreadable" (static strings; registry lock held). */
 const char *manager_volume_condition(const Volume *v, const PartitionInfo *info);
 
 /* manager-health.c: NVMe health (cached per partition) and the device policy at Mount, Create and in Status. */

@@ -202,8 +202,9 @@ int manager_make_volume_dir(Manager *m, Volume *v, PartitionFs *fs, const char *
 
 /* Whether @part may take the new volume @name: adopted, no foreign record of that name, health, limits. */
 int manager_check_target(Manager *m, Partition *part, PartitionFs *fs, const PartitionInfo *info, const char *pname,
-			const char *name, const VolumeOptions *opts, char **reterr_msg)
+			 const char *name, const VolumeOptions *opts, char **reterr_msg)
 {
+	PartitionInfo now;
 	struct stat st;
 	int r;
 
@@ -226,10 +227,12 @@ int manager_check_target(Manager *m, Partition *part, PartitionFs *fs, const Par
 	if (errno != ENOENT)
 		return errmsg_set(reterr_msg, negative_errno(), "cannot look at volumes/%s on partition %s: %s", name,
 				  pname, errno_str(errno));
-	r = manager_cordon_check_create(info, pname, name, reterr_msg);
+	r = manager_health_check_create(m, part, name, opts, reterr_msg);
 	if (r < 0)
 		return r;
-	r = manager_health_check_create(m, part, name, opts, reterr_msg);
+	/* After the health check: a fresh reading with a critical warning may have cordoned it just now. */
+	partition_snapshot(m->pool, part, &now);
+	r = manager_cordon_check_create(&now, pname, name, reterr_msg);
 	if (r < 0)
 		return r;
 	return sizelimit_check_create(fs, pname, opts, reterr_msg);

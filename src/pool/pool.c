@@ -357,8 +357,9 @@ char *pool_describe(Pool *p)
 		if (!p->parts[i]->present)
 			continue;
 		label_escape(p->parts[i]->label, label, sizeof(label));
-		fprintf(f, "%s%s (%s)%s", any ? ", " : "", label[0] ? label : "no label", p->parts[i]->uuid,
-			p->parts[i]->adopted ? "" : " [read-only, not adopted]");
+		fprintf(f, "%s%s (%s)%s%s", any ? ", " : "", label[0] ? label : "no label", p->parts[i]->uuid,
+			p->parts[i]->adopted ? "" : " [read-only, not adopted]",
+			p->parts[i]->cordon.on ? " [cordoned: 'nvmevol partition uncordon' lifts it]" : "");
 		any = true;
 	}
 	pthread_mutex_unlock(&p->lock);
