@@ -98,7 +98,8 @@ int send_path_check(const char *p, size_t len, bool root_ok, char **reterr_msg)
 	if (memchr(p, '\0', len))
 		return errmsg_set(reterr_msg, -EBADMSG, "a name holds a NUL byte");
 	if (p[0] == '/')
-		return errmsg_set(reterr_msg, -EPERM, "'%.200s' is an absolute name: names are relative to the volume", p);
+		return errmsg_set(reterr_msg, -EPERM, "'%.*s' is an absolute name: names are relative to the volume",
+				  (int)(len < 200 ? len : 200), p);
 	for (size_t i = 0; i <= len; i++) {
 		size_t n;
 
