@@ -28,6 +28,7 @@
 
 #include "cli/recv-tree.h"
 #include "cli/send-stream.h"
+#include "fuzz-sandbox.h"
 #include "util/fs-util.h"
 #include "util/log.h"
 #include "util/strutil.h"
@@ -35,37 +36,9 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
-static int sandbox = -1;
-static char sandbox_path[64];
-
-static void remove_sandbox(void)
-{
-	(void)rm_rf_at(AT_FDCWD, sandbox_path);
-}
-
-static void fail(const char *what, const char *detail)
-{
-	fprintf(stderr, "fuzz-send: property violated: %s: %s\n", what, detail ? detail : "");
-	abort();
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	log_set_level(LOG_LEVEL_ERROR);
-	snprintf(sandbox_path, sizeof(sandbox_path), "/tmp/nvmevol-fuzz-send.XXXXXX");
-	if (!mkdtemp(sandbox_path))
-		abort();
-	sandbox = open(sandbox_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (sandbox < 0)
-		abort();
-	atexit(remove_sandbox);
-	return 0;
-}
-
-static int only_root(const char *name, void *userdata)
-{
-	if (strcmp(name, "root") != 0)
-		fail("the stream wrote beside its directory", name);
+	fuzz_sandbox_init("fuzz-send");
 	return 0;
 }
 
@@ -84,21 +57,6 @@ static int mem_read(void *userdata, void *buf, size_t len)
 	return (int)n;
 }
 
-static void check_path(const char *p)
-{
-	if (strlen(p) > SEND_PATH_MAX || p[0] == '/')
-		fail("a parsed path is absolute or too long", p);
-	for (const char *q = p; *q;) {
-		size_t len = strcspn(q, "/");
-
-		if (len == 0 || (len == 1 && q[0] == '.') || (len == 2 && q[0] == '.' && q[1] == '.'))
-			fail("a parsed path has an empty, '.' or '..' component", p);
-		q += len;
-		if (*q == '/')
-			q++;
-	}
-}
-
 static void check_parse(const uint8_t *data, size_t size)
 {
 	SendRecord rec;
@@ -107,11 +65,11 @@ static void check_parse(const uint8_t *data, size_t size)
 	if (size < 1)
 		return;
 	if (send_record_parse(data[0] % (_SEND_RECORD_MAX + 1), data + 1, size - 1, &rec, &err) == 0) {
-		check_path(rec.path);
+		fuzz_check_relative_path(rec.path, SEND_PATH_MAX);
 		if (rec.type == SEND_LINK || rec.type == SEND_RENAME)
-			check_path(rec.target);
+			fuzz_check_relative_path(rec.target, SEND_PATH_MAX);
 		if (rec.type == SEND_WRITE && rec.length > SEND_WRITE_MAX)
-			fail("a parsed write is larger than SEND_WRITE_MAX", rec.path);
+			fuzz_fail("a parsed write is larger than SEND_WRITE_MAX", rec.path);
 		send_record_done(&rec);
 	}
 	free(err);
@@ -194,8 +152,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *err = NULL;
 	int root, r;
 
-	if (sandbox < 0 && LLVMFuzzerInitialize(NULL, NULL) < 0)
-		return 0;
+	fuzz_sandbox_init("fuzz-send");
 	if (size > (4u << 20))
 		return 0;
 	check_parse(data, size);
@@ -204,19 +161,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		m.p = framed;
 	}
 
-	if (mkdirat(sandbox, "root", 0700) < 0 || (root = openat(sandbox, "root", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		abort();
+	root = fuzz_sandbox_enter();
 	r = send_reader_init(&rd, mem_read, &m, &err);
 	if (r == 0 && send_reader_next(&rd, &rec, &err) == 1 && rec.type == SEND_HEADER)
 		(void)recv_tree(&rd, root, &lim, &st, &err);
 	send_record_done(&rec);
 	send_reader_done(&rd);
 	free(err);
-	if (dir_foreach_name(sandbox, only_root, NULL) < 0)
-		abort();
-	close(root);
-	if (rm_rf_at(sandbox, "root") < 0)
-		abort();
+	fuzz_sandbox_leave(root);
 	free(framed);
 	return 0;
 }
