@@ -163,6 +163,11 @@ static void make_tree(const char *v)
 	cr_assert_eq(fsync(fd), 0);
 	close(fd);
 	put(v, "gone-later", "x", 1);
+	/* Renamed later: a file, and a directory with a file. */
+	put(v, "moved", block, sizeof(block));
+	path_of(v, "dir-moved", p, sizeof(p));
+	cr_assert_eq(mkdir(p, 0755), 0);
+	put(v, "dir-moved/inside", block, sizeof(block));
 	path_of(v, "dir-gone-later", p, sizeof(p));
 	cr_assert_eq(mkdir(p, 0755), 0);
 	put(v, "dir-gone-later/f", "y", 1);
@@ -194,6 +199,16 @@ static void change_tree(const char *v)
 	put(v, "new", "new file\n", 9);
 	path_of(v, "d/sub/deep", p, sizeof(p));
 	path_of(v, "d/sub/deep-renamed", q, sizeof(q));
+	cr_assert_eq(rename(p, q), 0);
+	path_of(v, "moved", p, sizeof(p));
+	path_of(v, "d/sub/moved-here", q, sizeof(q));
+	cr_assert_eq(rename(p, q), 0);
+	fd = open(q, O_WRONLY | O_CLOEXEC);
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(pwrite(fd, "renamed and changed", 19, 4096), 19);
+	close(fd);
+	path_of(v, "dir-moved", p, sizeof(p));
+	path_of(v, "dir-renamed", q, sizeof(q));
 	cr_assert_eq(rename(p, q), 0);
 	path_of(v, "d/data", p, sizeof(p));
 	path_of(v, "d/data.link2", q, sizeof(q));
@@ -289,7 +304,7 @@ Test(daemon_send, a_full_and_an_incremental_stream_give_the_snapshots_trees_and_
 	snapshot_id("dst", "s1", id_dst, sizeof(id_dst));
 	cr_assert(id_src[0] && strcmp(id_src, id_dst) == 0, "ids %s %s", id_src, id_dst);
 
-	/* The incremental: only the changed block of the 64 MiB file travels. */
+	/* The incremental: only the changed blocks travel (of the 64 MiB file, of the renamed 1 MiB files). */
 	fsz = file_size(full);
 	isz = file_size(incr);
 	cr_assert_gt(fsz, (long long)BIG_MIB << 20, "the full stream is %lld bytes", fsz);

@@ -28,6 +28,11 @@ typedef struct Level {
 	struct stat st_new, st_old;
 } Level;
 
+/* A file of the new tree at a new name that is a file of the old tree at a deleted name: a rename. */
+typedef struct Rename {
+	char *new_path, *old_path;
+} Rename;
+
 typedef struct Sender {
 	DirCursor new, old;
 	bool has_old;
@@ -41,6 +46,10 @@ typedef struct Sender {
 	SendTreeStats st;
 	uint8_t *buf;     /* SEND_WRITE_MAX */
 	char *why;
+	/* Renames found by the first pass, sorted by new_path; each old file is linked at stash/INDEX first. */
+	Rename *renames;
+	size_t n_renames, cap_renames;
+	char stash[64];
 } Sender;
 
 static void level_free(Level *l)
@@ -160,6 +169,40 @@ static int open_file(int dirfd, const char *name)
 	return openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
 }
 
+static int rename_cmp(const void *a, const void *b)
+{
+	return strcmp(((const Rename *)a)->new_path, ((const Rename *)b)->new_path);
+}
+
+/*
+ * Whether the new file @path is a renamed old one: then it is moved from the
+ * stash to @path (RENAME), and *ret_fd, *ret_st are the old file's (1).
+ */
+static int renamed_from(Sender *s, const char *path, int *ret_fd, struct stat *ret_st)
+{
+	Rename key = { .new_path = (char *)path }, *m;
+	char stashed[96];
+	int fd, r;
+
+	m = s->n_renames ? bsearch(&key, s->renames, s->n_renames, sizeof(*m), rename_cmp) : NULL;
+	if (!m)
+		return 0;
+	fd = openat(s->old.levels[0].fd, m->old_path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0 || fstat(fd, ret_st) < 0 || !S_ISREG(ret_st->st_mode)) {
+		if (fd >= 0)
+			(void)close(fd);
+		return 0; /* sent as a new file */
+	}
+	snprintf(stashed, sizeof(stashed), "%s/%zu", s->stash, (size_t)(m - s->renames));
+	r = send_put_two(&s->w, SEND_RENAME, stashed, path);
+	if (r < 0) {
+		(void)close(fd);
+		return r;
+	}
+	*ret_fd = fd;
+	return 1;
+}
+
 /*
  * A regular file of the new tree: a link to an earlier path of its inode, an
  * update in place of the old tree's file (@old, NULL when none or unusable),
@@ -168,6 +211,7 @@ static int open_file(int dirfd, const char *name)
 static int send_file(Sender *s, const char *path, const char *name, const struct stat *st, const struct stat *old)
 {
 	_cleanup_close_ int fd = -EBADF, ofd = -EBADF;
+	struct stat ost;
 	uint64_t idx;
 	Ranges g = { .s = s, .path = path };
 	int r;
@@ -198,6 +242,12 @@ static int send_file(Sender *s, const char *path, const char *name, const struct
 	/* In place only where the old file had this one name: else its other names would change too. */
 	if (old && old->st_nlink == 1)
 		ofd = open_file(dircursor_fd(&s->old), name);
+	else if (!old && (r = renamed_from(s, path, &ofd, &ost)) != 0) {
+		if (r < 0)
+			return r;
+		s->levels[s->depth - 1].dirty = true;
+		old = &ost;
+	}
 	if (ofd < 0) {
 		if (old && (r = send_put_path(&s->w, SEND_UNLINK, path, 0)) < 0)
 			return r;
@@ -212,6 +262,9 @@ static int send_file(Sender *s, const char *path, const char *name, const struct
 	if (!old || old->st_size != st->st_size)
 		if ((r = send_put_range(&s->w, SEND_TRUNCATE, path, (uint64_t)st->st_size, 0)) < 0)
 			return r;
+	/* A renamed file's old attributes are read by its old name's directory: compare the stat alone. */
+	if (ofd >= 0 && old == &ost)
+		return send_meta(s, path, dircursor_fd(&s->new), name, st, -EBADF, NULL, true);
 	return send_meta(s, path, dircursor_fd(&s->new), name, st, dircursor_fd(&s->old), old, false);
 }
 
@@ -312,9 +365,11 @@ static int pop_level(Sender *s)
 	bool old = l->old;
 	int r;
 
+	if (l->path[0] == '\0' && s->stash[0] && (r = send_put_path(&s->w, SEND_RMDIR, s->stash, 0)) < 0)
+		return r;
 	if (l->path[0] == '\0')
 		r = send_meta(s, "", dircursor_fd(&s->new), ".", &l->st_new, old ? dircursor_fd(&s->old) : -EBADF,
-			      old ? &l->st_old : NULL, l->dirty);
+			      old ? &l->st_old : NULL, l->dirty || s->stash[0]);
 	else {
 		/* Read from the parent: the directory's own name there. */
 		_cleanup_free_ char *path = strdup(l->path);
@@ -339,6 +394,207 @@ static int pop_level(Sender *s)
 	s->mem -= l->mem;
 	level_free(l);
 	s->depth--;
+	return r;
+}
+
+/* ---- the first pass: renames ---- */
+
+typedef struct ScanLevel {
+	char **names_new, **names_old;
+	size_t n_new, n_old, i_new, i_old;
+	bool in_new, in_old;
+	char *path;
+} ScanLevel;
+
+typedef struct Cand {
+	uint64_t key; /* the first data block */
+	char *path;
+} Cand;
+
+typedef struct Scan {
+	DirCursor new, old;
+	ScanLevel *levels;
+	size_t depth, cap;
+	uint64_t mem, mem_max;
+	Cand *old_c, *new_c;
+	size_t n_old, n_new, cap_old, cap_new;
+} Scan;
+
+static void scan_level_free(ScanLevel *l)
+{
+	names_free(l->names_new, l->n_new);
+	names_free(l->names_old, l->n_old);
+	free(l->path);
+}
+
+static int scan_push(Scan *c, const char *path, bool in_new, bool in_old)
+{
+	ScanLevel l = { .in_new = in_new, .in_old = in_old, .path = strdup(path) };
+	int r = l.path ? 0 : -ENOMEM;
+
+	if (r == 0 && in_new)
+		r = dir_read_names(dircursor_fd(&c->new), true, &c->mem, c->mem_max, &l.names_new, &l.n_new);
+	if (r == 0 && in_old)
+		r = dir_read_names(dircursor_fd(&c->old), true, &c->mem, c->mem_max, &l.names_old, &l.n_old);
+	if (r == 0 && GROW_ARRAY(c->levels, c->cap, c->depth + 1, 16) < 0)
+		r = -ENOMEM;
+	if (r < 0) {
+		scan_level_free(&l);
+		return r;
+	}
+	c->levels[c->depth++] = l;
+	return 0;
+}
+
+/* A file with one name and data at a name only one tree has: a candidate, keyed by its first block. */
+static int scan_file(Scan *c, DirCursor *cur, const char *path, const char *name, const struct stat *st, bool is_new)
+{
+	_cleanup_close_ int fd = -EBADF;
+	uint64_t key = 0;
+	Cand **v = is_new ? &c->new_c : &c->old_c;
+	size_t *n = is_new ? &c->n_new : &c->n_old, *cap = is_new ? &c->cap_new : &c->cap_old;
+	char *p;
+
+	if (!S_ISREG(st->st_mode) || st->st_nlink != 1 || st->st_size == 0)
+		return 0;
+	fd = open_file(dircursor_fd(cur), name);
+	if (fd < 0 || clone_file_first_block(fd, &key) < 0 || key == 0)
+		return 0;
+	c->mem += strlen(path) + 1 + sizeof(Cand);
+	if (c->mem > c->mem_max)
+		return -ENOBUFS;
+	p = strdup(path);
+	if (!p || GROW_ARRAY(*v, *cap, *n + 1, 64) < 0) {
+		free(p);
+		return -ENOMEM;
+	}
+	(*v)[(*n)++] = (Cand){ .key = key, .path = p };
+	return 0;
+}
+
+static int scan_walk(Scan *c)
+{
+	int r = scan_push(c, "", true, true);
+
+	while (r == 0 && c->depth > 0) {
+		ScanLevel *l = &c->levels[c->depth - 1];
+		const char *nn = l->i_new < l->n_new ? l->names_new[l->i_new] : NULL;
+		const char *on = l->i_old < l->n_old ? l->names_old[l->i_old] : NULL;
+		_cleanup_free_ char *path = NULL;
+		struct stat st, ost;
+		bool has_new, has_old, in_new, in_old;
+		int cmp;
+
+		if (!nn && !on) {
+			in_new = l->in_new;
+			in_old = l->in_old;
+			scan_level_free(l);
+			if (--c->depth == 0)
+				break;
+			if (in_new)
+				r = dircursor_pop(&c->new);
+			if (r == 0 && in_old)
+				r = dircursor_pop(&c->old);
+			continue;
+		}
+		cmp = !nn ? 1 : !on ? -1 : strcmp(nn, on);
+		has_new = cmp <= 0 && dircursor_stat(&c->new, nn, &st) == 0;
+		has_old = cmp >= 0 && dircursor_stat(&c->old, on, &ost) == 0;
+		if (cmp <= 0)
+			l->i_new++;
+		if (cmp >= 0)
+			l->i_old++;
+		path = join(l->path, cmp <= 0 ? nn : on);
+		if (!path)
+			return -ENOMEM;
+		if (has_new && has_old && (st.st_mode & S_IFMT) == (ost.st_mode & S_IFMT)) {
+			/* The same name in both: a file is compared in place, a directory entered. */
+			if (S_ISDIR(st.st_mode) && dircursor_push(&c->new, nn) == 0) {
+				if (dircursor_push(&c->old, on) == 0)
+					r = scan_push(c, path, true, true);
+				else
+					r = dircursor_pop(&c->new);
+			}
+			continue;
+		}
+		if (has_new && S_ISDIR(st.st_mode)) {
+			if (dircursor_push(&c->new, nn) == 0 && (r = scan_push(c, path, true, false)) < 0)
+				break;
+		} else if (has_new)
+			r = scan_file(c, &c->new, path, nn, &st, true);
+		if (r < 0)
+			break;
+		if (has_old && S_ISDIR(ost.st_mode)) {
+			if (dircursor_push(&c->old, on) == 0)
+				r = scan_push(c, path, false, true);
+		} else if (has_old)
+			r = scan_file(c, &c->old, path, on, &ost, false);
+	}
+	return r;
+}
+
+/* Finds the renames (the first pass), then links each renamed file in the stash before anything changes. */
+static int find_renames(Sender *s, int new_fd, int old_fd)
+{
+	Scan c = { .mem_max = SEND_TREE_MEM_MAX / 2 };
+	U64Map olds = { 0 };
+	struct stat st;
+	uint64_t idx;
+	int r;
+
+	if (dircursor_init(&c.new, new_fd) < 0)
+		return 0;
+	if (dircursor_init(&c.old, old_fd) < 0) {
+		dircursor_done(&c.new);
+		return 0;
+	}
+	r = scan_walk(&c);
+	for (size_t i = 0; r == 0 && i < c.n_old; i++)
+		if (!u64map_get(&olds, c.old_c[i].key, &idx) && u64map_put(&olds, c.old_c[i].key, i + 1) < 0)
+			r = -ENOMEM;
+	for (size_t i = 0; r == 0 && i < c.n_new; i++) {
+		if (!u64map_get(&olds, c.new_c[i].key, &idx) || idx == 0)
+			continue;
+		if (GROW_ARRAY(s->renames, s->cap_renames, s->n_renames + 1, 16) < 0) {
+			r = -ENOMEM;
+			break;
+		}
+		s->renames[s->n_renames++] = (Rename){ .new_path = TAKE_PTR(c.new_c[i].path),
+						       .old_path = TAKE_PTR(c.old_c[idx - 1].path) };
+		(void)u64map_put(&olds, c.new_c[i].key, 0); /* each old file is renamed once */
+	}
+	/* Past the memory bound, or a directory that went away: no renames, only deletes and creates. */
+	if (r == -ENOBUFS || r == -ESTALE || r == -ENOENT)
+		r = 0;
+	for (size_t i = 0; i < c.depth; i++)
+		scan_level_free(&c.levels[i]);
+	free(c.levels);
+	for (size_t i = 0; i < c.n_old; i++)
+		free(c.old_c[i].path);
+	for (size_t i = 0; i < c.n_new; i++)
+		free(c.new_c[i].path);
+	free(c.old_c);
+	free(c.new_c);
+	u64map_done(&olds);
+	dircursor_done(&c.new);
+	dircursor_done(&c.old);
+	if (r < 0 || s->n_renames == 0)
+		return r;
+	qsort(s->renames, s->n_renames, sizeof(*s->renames), rename_cmp);
+	/* A name neither tree has at its root. */
+	for (unsigned i = 0;; i++) {
+		snprintf(s->stash, sizeof(s->stash), ".nvmevol-send-stash%s%.0u", i ? "-" : "", i);
+		if (fstatat(new_fd, s->stash, &st, AT_SYMLINK_NOFOLLOW) < 0 &&
+		    fstatat(old_fd, s->stash, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			break;
+	}
+	r = send_put_path(&s->w, SEND_MKDIR, s->stash, 0700);
+	for (size_t i = 0; r == 0 && i < s->n_renames; i++) {
+		char stashed[96];
+
+		snprintf(stashed, sizeof(stashed), "%s/%zu", s->stash, i);
+		r = send_put_two(&s->w, SEND_LINK, stashed, s->renames[i].old_path);
+	}
 	return r;
 }
 
@@ -396,6 +652,8 @@ int send_tree(int new_fd, int old_fd, const char *header_json, int out, volatile
 	r = send_writer_init(&s.w, out, stop);
 	if (r == 0)
 		r = send_put_header(&s.w, header_json);
+	if (r == 0 && s.has_old)
+		r = find_renames(&s, new_fd, old_fd);
 	if (r == 0)
 		r = walk(&s);
 	if (r == 0)
@@ -411,6 +669,11 @@ int send_tree(int new_fd, int old_fd, const char *header_json, int out, volatile
 	for (size_t i = 0; i < s.n_links; i++)
 		free(s.link_paths[i]);
 	free(s.link_paths);
+	for (size_t i = 0; i < s.n_renames; i++) {
+		free(s.renames[i].new_path);
+		free(s.renames[i].old_path);
+	}
+	free(s.renames);
 	u64map_done(&s.links);
 	send_writer_done(&s.w);
 	dircursor_done(&s.new);

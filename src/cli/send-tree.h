@@ -12,9 +12,13 @@
  * times, extended attributes) is sent where it differs. Hard links: the
  * first path of an inode of the new tree is made, the others are links to it;
  * a file that was hard-linked in the old tree is sent whole (changing it in
- * place would change its other names). A rename is sent as a delete and a
- * create. Memory: the names of one directory per level and the first path
- * of every hard-linked file, at most SEND_TREE_MEM_MAX together.
+ * place would change its other names). Renames: a first pass keys the files
+ * at names only one tree has by their first physical block; a new file that
+ * starts at an old one's block is that file renamed, linked into a stash at
+ * the start and moved out at its new name, then diffed (src/README.md).
+ * Memory: the names of one directory per level and the first path of every
+ * hard-linked file, at most SEND_TREE_MEM_MAX together (the first pass half
+ * of it, past which it finds no renames).
  */
 #pragma once
 
