@@ -441,7 +441,7 @@ Test(daemon_send, hostile_streams_get_a_clear_err_and_change_nothing)
 		char file[32];
 		bool incremental;
 		const char *err;
-	} cases[16];
+	} cases[20];
 	size_t n = 0;
 	static char block[4096];
 
@@ -476,6 +476,10 @@ Test(daemon_send, hostile_streams_get_a_clear_err_and_change_nothing)
 	CASE("symlink-leaf", true, "never through a symlink");
 	cr_assert_eq(send_put_two(&s.w, SEND_SYMLINK, "lnk", outside), 0);
 	cr_assert_eq(send_put_write(&s.w, "lnk", 0, "x", 1), 0);
+	stream_close(&s, true);
+
+	CASE("write-to-fifo", true, "is not a regular file");
+	cr_assert_eq(send_put_write(&s.w, "fifo", 0, "x", 1), 0);
 	stream_close(&s, true);
 
 	CASE("hardlink-out", true, "climbs out with '..'");

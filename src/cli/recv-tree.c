@@ -92,6 +92,9 @@ static int file_fd(Applier *a, const char *path, int *ret)
 	r = open_parent(a, path, &dirfd, &leaf);
 	if (r < 0)
 		return r;
+	/* Looked at before it is opened: opening a device node or a FIFO would reach its driver or block. */
+	if (fstatat(dirfd, leaf, &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+		return errmsg_set(&a->why, -EINVAL, "%s is not a regular file: a write goes only to one", path);
 	fd = openat2_confined(dirfd, leaf, O_RDWR | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		return errmsg_set(&a->why, fd, "cannot open %s to write it: %s (only regular files of the volume are "
