@@ -17,21 +17,6 @@
 #include "cli/send-stream.h"
 #include "volume/snapshot.h"
 
-typedef struct Mem {
-	const uint8_t *p;
-	size_t len, pos;
-} Mem;
-
-static int mem_read(void *userdata, void *buf, size_t len)
-{
-	Mem *m = userdata;
-	size_t n = len < m->len - m->pos ? len : m->len - m->pos;
-
-	memcpy(buf, m->p + m->pos, n);
-	m->pos += n;
-	return (int)n;
-}
-
 /* A stream of one record of each type, in memory (*ret_len bytes, malloc'd). */
 static uint8_t *every_record(size_t *ret_len)
 {
@@ -73,12 +58,12 @@ static uint8_t *every_record(size_t *ret_len)
 /* Reads @buf to its end: 0, or the first error (its text in @why). */
 static int read_all(const uint8_t *buf, size_t len, SendRecord *recs, size_t max, size_t *ret_n, char **why)
 {
-	Mem m = { .p = buf, .len = len };
+	SendMem m = { .p = buf, .len = len };
 	SendReader rd;
 	size_t n = 0;
 	int r;
 
-	r = send_reader_init(&rd, mem_read, &m, why);
+	r = send_reader_init(&rd, send_read_mem, &m, why);
 	while (r == 0) {
 		SendRecord rec;
 

@@ -528,6 +528,17 @@ int send_read_fd(void *userdata, void *buf, size_t len)
 	return (int)got;
 }
 
+int send_read_mem(void *userdata, void *buf, size_t len)
+{
+	SendMem *m = userdata;
+	size_t n = len < m->len - m->pos ? len : m->len - m->pos;
+
+	if (n > 0)
+		memcpy(buf, m->p + m->pos, n);
+	m->pos += n;
+	return (int)n;
+}
+
 static int fill(SendReader *r, void *buf, size_t len, bool at_start, char **reterr_msg)
 {
 	int k = r->read(r->userdata, buf, len);

@@ -126,3 +126,9 @@ void send_reader_done(SendReader *r);
 int send_reader_next(SendReader *r, SendRecord *ret, char **reterr_msg);
 /* A SendReadFn for a file descriptor (@userdata: a pointer to the int fd). */
 int send_read_fd(void *userdata, void *buf, size_t len);
+/* A SendReadFn for bytes in memory (@userdata: a SendMem, read from pos on): the tests and the fuzz target. */
+typedef struct SendMem {
+	const uint8_t *p;
+	size_t len, pos;
+} SendMem;
+int send_read_mem(void *userdata, void *buf, size_t len);

@@ -42,21 +42,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-typedef struct Mem {
-	const uint8_t *p;
-	size_t len, pos;
-} Mem;
-
-static int mem_read(void *userdata, void *buf, size_t len)
-{
-	Mem *m = userdata;
-	size_t n = len < m->len - m->pos ? len : m->len - m->pos;
-
-	memcpy(buf, m->p + m->pos, n);
-	m->pos += n;
-	return (int)n;
-}
-
 static void check_parse(const uint8_t *data, size_t size)
 {
 	SendRecord rec;
@@ -145,7 +130,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	uint8_t *framed = NULL;
 	RecvLimits lim = { .max_bytes = 64 << 20, .max_records = 10000, .allow_devices = false };
-	Mem m = { .p = data, .len = size };
+	SendMem m = { .p = data, .len = size };
 	SendReader rd;
 	SendRecord rec = { 0 };
 	RecvStats st;
@@ -162,7 +147,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 
 	root = fuzz_sandbox_enter();
-	r = send_reader_init(&rd, mem_read, &m, &err);
+	r = send_reader_init(&rd, send_read_mem, &m, &err);
 	if (r == 0 && send_reader_next(&rd, &rec, &err) == 1 && rec.type == SEND_HEADER)
 		(void)recv_tree(&rd, root, &lim, &st, &err);
 	send_record_done(&rec);
