@@ -35,5 +35,8 @@
 #define ADMIN_PATH_VOLUME_UNFENCE "/Admin.VolumeUnfence"
 /* A fence's host: what a move names the other node by (a host name, an ssh target). */
 #define ADMIN_FENCE_HOST_MAX 253
+#define ADMIN_PATH_VOLUME_RECEIVE_OPEN "/Admin.VolumeReceiveOpen"
+#define ADMIN_PATH_VOLUME_RECEIVE_COMMIT "/Admin.VolumeReceiveCommit"
+#define ADMIN_PATH_VOLUME_RECEIVE_ABORT "/Admin.VolumeReceiveAbort"
 /* An export's token: 16 lowercase hex digits. */
 #define ADMIN_EXPORT_TOKEN_LEN 16
