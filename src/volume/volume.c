@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "volume/volume.h"
+#include "volume/options-intern.h"
 #include "util/errmsg.h"
 #include "util/macro.h"
 #include "util/strutil.h"
@@ -41,11 +42,27 @@ Volume *volume_new(const char *name)
 
 	if (!v)
 		return NULL;
+	v->opts = volume_options_intern(&(const VolumeOptions){});
+	if (!v->opts) {
+		free(v);
+		return NULL;
+	}
 	memcpy(v->name, name, n);
 	v->name[n] = '\0';
 	v->refs = 1;
 	pthread_mutex_init(&v->op_lock, NULL);
 	return v;
+}
+
+int volume_set_options(Volume *v, const VolumeOptions *o)
+{
+	const VolumeOptions *shared = volume_options_intern(o);
+
+	if (!shared)
+		return -ENOMEM;
+	volume_options_release(v->opts);
+	v->opts = shared;
+	return 0;
 }
 
 Volume *volume_ref(Volume *v)
@@ -66,6 +83,7 @@ Volume *volume_unref(Volume *v)
 	free(v->corrupt);
 	free(v->bind_options);
 	json_decref(v->selftest);
+	volume_options_release(v->opts);
 	pthread_mutex_destroy(&v->op_lock);
 	free(v);
 	return NULL;
@@ -236,14 +254,14 @@ static char *body_dump(const Volume *v, const VolumeOptions *o, bool with_mounts
  */
 char *volume_record_dump(const Volume *v, bool with_mounts)
 {
-	_cleanup_free_ char *b = body_dump(v, &v->opts, with_mounts, VOLUME_INDEX_COMMITTED);
+	_cleanup_free_ char *b = body_dump(v, v->opts, with_mounts, VOLUME_INDEX_COMMITTED);
 
 	return crc_trailer_append(b);
 }
 
 char *volume_index_dump(const Volume *v, VolumeIndexState state)
 {
-	VolumeOptions granted = v->opts;
+	VolumeOptions granted = *v->opts;
 	_cleanup_free_ char *b = NULL;
 
 	if (v->grants_unconfirmed)
@@ -340,10 +358,14 @@ int volume_record_parse(const char *buf, size_t len, Volume **ret, char **reterr
 	}
 	{
 		_cleanup_free_ char *oerr = NULL;
-		if (volume_options_parse(opts, &v->opts, &oerr) < 0) {
+		VolumeOptions o;
+		if (volume_options_parse(opts, &o, &oerr) < 0) {
 			r = errmsg_set(reterr_msg, -EUCLEAN, "invalid options: %s", oerr ? oerr : "?");
 			goto out;
 		}
+		r = volume_set_options(v, &o);
+		if (r < 0)
+			goto out;
 	}
 	r = copy_short_string(j, "partition_uuid", v->partition_uuid, sizeof(v->partition_uuid), reterr_msg);
 	if (r < 0)
