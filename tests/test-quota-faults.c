@@ -259,9 +259,9 @@ static void check_volume(const char *label, const char *name, const Want *w, boo
 	}
 	if (!has_dir || !has_idx)
 		violation(label, "%s half-there: a record but no %s", name, !has_dir ? "directory" : "index entry");
-	if (!limits_allowed(w, v->opts.size_bytes, v->opts.inodes))
+	if (!limits_allowed(w, v->opts->size_bytes, v->opts->inodes))
 		violation(label, "%s: the record's limit is %llu bytes %llu inodes, not what the outcome allows", name,
-			  (unsigned long long)v->opts.size_bytes, (unsigned long long)v->opts.inodes);
+			  (unsigned long long)v->opts->size_bytes, (unsigned long long)v->opts->inodes);
 	if (has_dir) {
 		int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		uint32_t id = 0;
@@ -271,22 +271,22 @@ static void check_volume(const char *label, const char *name, const Want *w, boo
 		cr_assert_geq(dfd, 0);
 		cr_assert_eq(quota_get_project(dfd, &id, &inherit), 0);
 		close(dfd);
-		if ((v->opts.size_bytes || v->opts.inodes) && (id != v->projid || !inherit || !v->projid))
+		if ((v->opts->size_bytes || v->opts->inodes) && (id != v->projid || !inherit || !v->projid))
 			violation(label, "%s: its directory carries project %u%s, its record %u", name, id,
 				  inherit ? "" : " without PROJINHERIT", v->projid);
 		if (v->projid && quota_get(rootfd, v->projid, &u) < 0)
 			violation(label, "%s: Q_XGETQUOTA of project %u failed", name, v->projid);
-		else if (u.bytes_hard != v->opts.size_bytes || u.inodes_hard != v->opts.inodes)
+		else if (u.bytes_hard != v->opts->size_bytes || u.inodes_hard != v->opts->inodes)
 			violation(label, "%s: the kernel's limit of project %u is %llu bytes %llu inodes, the record's %llu bytes "
 				  "%llu inodes", name, v->projid, (unsigned long long)u.bytes_hard,
-				  (unsigned long long)u.inodes_hard, (unsigned long long)v->opts.size_bytes,
-				  (unsigned long long)v->opts.inodes);
-		if (v->opts.size_bytes) {
+				  (unsigned long long)u.inodes_hard, (unsigned long long)v->opts->size_bytes,
+				  (unsigned long long)v->opts->inodes);
+		if (v->opts->size_bytes) {
 			long long n;
 			int e;
-			if (!write_past_is_refused(dir, v->opts.size_bytes, &n, &e))
+			if (!write_past_is_refused(dir, v->opts->size_bytes, &n, &e))
 				violation(label, "%s: a write past its %llu bytes got %lld bytes in and '%s'", name,
-					  (unsigned long long)v->opts.size_bytes, n, e ? strerror(e) : "no error");
+					  (unsigned long long)v->opts->size_bytes, n, e ? strerror(e) : "no error");
 		} else {
 			/* Limited by nothing: more than any limit this test sets must fit. */
 			long long n;
@@ -586,7 +586,7 @@ static void ensure_limited(uint64_t bytes)
 	}
 	v = read_record("precondition", LIM);
 	cr_assert_not_null(v);
-	if (v->opts.size_bytes == bytes && v->opts.inodes == INODES)
+	if (v->opts->size_bytes == bytes && v->opts->inodes == INODES)
 		return;
 	snprintf(size, sizeof(size), "%llu", (unsigned long long)bytes);
 	cr_assert_eq(NV("volume", "resize", LIM, size, "--inodes", "64"), 0, "%s", err);
@@ -753,7 +753,7 @@ static bool sabotage_limit(const char *name)
 		return false;
 	v = read_record("sabotage", name);
 	reported = before;
-	if (!v || !v->projid || !(v->opts.size_bytes || v->opts.inodes))
+	if (!v || !v->projid || !(v->opts->size_bytes || v->opts->inodes))
 		return false;
 	rootfd = open_root();
 	cr_assert_eq(quota_set_limit(rootfd, v->projid, 0, 0), 0);

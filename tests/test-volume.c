@@ -5,15 +5,14 @@
 #include <string.h>
 
 #include "util/strutil.h"
+#include "volume/options-intern.h"
 #include "volume/volume.h"
 
 static Volume *sample(void)
 {
 	Volume *v = volume_new("pgdata");
 	v->state = VOLUME_READY;
-	v->opts.has_uid = true;
-	v->opts.uid = 999;
-	v->opts.size_bytes = 1ULL << 30;
+	cr_assert_eq(volume_set_options(v, &(VolumeOptions){ .has_uid = true, .uid = 999, .size_bytes = 1ULL << 30 }), 0);
 	strcpy(v->partition_uuid, "6e871aec-d456-455d-bdee-3bf772f5d734");
 	strcpy(v->partition_label, "nvmevol-fast0");
 	v->created_at = 1796000000;
@@ -32,8 +31,8 @@ Test(record, round_trip_keeps_every_field)
 	cr_assert_eq(volume_record_parse(s, strlen(s), &w, &err), 0, "%s", err);
 	cr_expect_str_eq(w->name, "pgdata");
 	cr_expect_eq(w->state, VOLUME_READY);
-	cr_expect_eq(w->opts.uid, 999);
-	cr_expect_eq(w->opts.size_bytes, 1ULL << 30);
+	cr_expect_eq(w->opts->uid, 999);
+	cr_expect_eq(w->opts->size_bytes, 1ULL << 30);
 	cr_expect_str_eq(w->partition_uuid, v->partition_uuid);
 	cr_expect_eq(w->created_at, v->created_at);
 	cr_expect_eq(w->projid, 100001);
@@ -61,26 +60,28 @@ Test(record, index_form_keeps_only_the_grants_of_this_host)
 	Volume *v = sample(), *w = NULL;
 	char *s;
 
-	v->opts.allow_suid = v->opts.allow_devices = true;
+	VolumeOptions o = *v->opts;
+	o.allow_suid = o.allow_devices = true;
+	cr_assert_eq(volume_set_options(v, &o), 0);
 	s = volume_index_dump(v, VOLUME_INDEX_COMMITTED);
 	cr_assert_eq(volume_record_parse(s, strlen(s), &w, NULL), 0);
-	cr_expect(w->opts.allow_suid && w->opts.allow_devices, "a grant of this host is kept");
-	cr_expect(volume_grants_confirmed(&v->opts, &w->opts));
+	cr_expect(w->opts->allow_suid && w->opts->allow_devices, "a grant of this host is kept");
+	cr_expect(volume_grants_confirmed(v->opts, w->opts));
 	free(s);
 	volume_unref(w);
 
 	v->grants_unconfirmed = true;
 	s = volume_index_dump(v, VOLUME_INDEX_COMMITTED);
 	cr_assert_eq(volume_record_parse(s, strlen(s), &w, NULL), 0);
-	cr_expect(!w->opts.allow_suid && !w->opts.allow_devices, "an unconfirmed grant reached the index");
-	cr_expect_eq(w->opts.uid, 999, "the rest of the options is kept");
-	cr_expect(!volume_grants_confirmed(&v->opts, &w->opts));
+	cr_expect(!w->opts->allow_suid && !w->opts->allow_devices, "an unconfirmed grant reached the index");
+	cr_expect_eq(w->opts->uid, 999, "the rest of the options is kept");
+	cr_expect(!volume_grants_confirmed(v->opts, w->opts));
 	free(s);
 	volume_unref(w);
 	/* The record itself keeps what it says. */
 	s = volume_record_dump(v, false);
 	cr_assert_eq(volume_record_parse(s, strlen(s), &w, NULL), 0);
-	cr_expect(w->opts.allow_suid && w->opts.allow_devices);
+	cr_expect(w->opts->allow_suid && w->opts->allow_devices);
 	free(s);
 	volume_unref(w);
 
@@ -282,7 +283,7 @@ Test(record, a_fence_and_an_evacuation_mark_round_trip_and_bad_ones_are_refused)
 	v->fence->at = 1796000456;
 	v->fence->generation = 3;
 	v->fence_generation = 3;
-	strcpy(v->evacuating_to, "11111111-2222-3333-4444-555555555555");
+	v->evacuating_to = strdup("11111111-2222-3333-4444-555555555555");
 	s = volume_record_dump(v, false);
 	cr_assert_eq(volume_record_parse(s, strlen(s), &w, &err), 0, "%s", err);
 	cr_assert_not_null(w->fence);
@@ -310,7 +311,8 @@ Test(record, a_fence_and_an_evacuation_mark_round_trip_and_bad_ones_are_refused)
 	/* Unfenced: no "moved_to", the generation kept. */
 	free(v->fence);
 	v->fence = NULL;
-	v->evacuating_to[0] = '\0';
+	free(v->evacuating_to);
+	v->evacuating_to = NULL;
 	s = volume_record_dump(v, false);
 	cr_expect_null(strstr(s, "moved_to"), "%s", s);
 	cr_expect_null(strstr(s, "evacuating_to"), "%s", s);
@@ -320,4 +322,29 @@ Test(record, a_fence_and_an_evacuation_mark_round_trip_and_bad_ones_are_refused)
 	volume_unref(w);
 	free(s);
 	volume_unref(v);
+}
+
+/* Volumes with equal options share one copy; a change gives the volume another; the last one frees it. */
+Test(options_intern, equal_options_are_shared_and_freed_with_their_last_volume)
+{
+	size_t base = volume_options_interned();
+	Volume *a = volume_new("a1"), *b = volume_new("b1");
+	VolumeOptions o = { .size_bytes = 1ULL << 30, .has_mode = true, .mode = 0700 };
+
+	strcpy(o.partition, "fast0");
+	cr_assert(a && b);
+	cr_expect_eq(a->opts, b->opts, "two volumes with the default options share them");
+	cr_assert_eq(volume_set_options(a, &o), 0);
+	cr_expect_neq(a->opts, b->opts);
+	cr_expect_str_eq(a->opts->partition, "fast0");
+	cr_expect_eq(a->opts->size_bytes, 1ULL << 30);
+	cr_assert_eq(volume_set_options(b, &o), 0);
+	cr_expect_eq(a->opts, b->opts, "equal options, set one by one, are shared");
+	o.thresholds.min_iops = 100;
+	cr_assert_eq(volume_set_options(b, &o), 0);
+	cr_expect_neq(a->opts, b->opts, "a threshold makes another set");
+	cr_expect_eq(volume_options_interned(), base + 2, "a's and b's, the defaults released");
+	volume_unref(a);
+	volume_unref(b);
+	cr_expect_eq(volume_options_interned(), base, "each set is freed with its last volume");
 }

@@ -19,6 +19,7 @@
 #include "util/errmsg.h"
 #include "util/fs-util.h"
 #include "util/log.h"
+#include "volume/options-intern.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 
@@ -39,7 +40,7 @@ static int change_begin(Manager *m, Volume *v, const json_t *changes, const char
 	PartitionFs *fs;
 	int r;
 
-	r = volume_options_change(&v->opts, changes, keys, ret_want, reterr_msg);
+	r = volume_options_change(v->opts, changes, keys, ret_want, reterr_msg);
 	if (r < 0)
 		return r;
 	if (v->corrupt)
@@ -74,12 +75,15 @@ static int change_begin(Manager *m, Volume *v, const json_t *changes, const char
 static int commit_options(Manager *m, Volume *v, PartitionFs *fs, const VolumeOptions *opts, bool grant,
 			  char **reterr_msg)
 {
-	VolumeOptions old = v->opts;
+	const VolumeOptions *old, *new = volume_options_intern(opts);
 	bool old_unconfirmed = v->grants_unconfirmed;
 	int r = 0;
 
+	if (!new)
+		return errmsg_set(reterr_msg, -ENOMEM, "out of memory");
 	registry_write_lock(m->reg);
-	v->opts = *opts;
+	old = v->opts;
+	v->opts = new;
 	if (grant)
 		v->grants_unconfirmed = false;
 	registry_unlock(m->reg);
@@ -93,6 +97,7 @@ static int commit_options(Manager *m, Volume *v, PartitionFs *fs, const VolumeOp
 		v->opts = old;
 		v->grants_unconfirmed = old_unconfirmed;
 		registry_unlock(m->reg);
+		volume_options_release(new);
 		if (grant)
 			(void)store_save_index(m->store, v, VOLUME_INDEX_COMMITTED);
 		return r;
@@ -100,6 +105,7 @@ static int commit_options(Manager *m, Volume *v, PartitionFs *fs, const VolumeOp
 	/* Else the index only matters while the partition is missing; a stale one is corrected at the next start. */
 	if (!grant && store_save_index(m->store, v, VOLUME_INDEX_COMMITTED) < 0)
 		log_warning("volume %s: cannot update its index entry (corrected at the next start)", v->name);
+	volume_options_release(old);
 	return 0;
 }
 
@@ -142,7 +148,7 @@ static int ensure_project(Manager *m, Volume *v, PartitionFs *fs, int dirfd, uin
 	int r;
 
 	*ret_tagged = 0;
-	if (sizelimit_wanted(&v->opts))
+	if (sizelimit_wanted(v->opts))
 		return 0; /* limited since create (PROJINHERIT from the start) or since a complete walk */
 	if (!v->projid) {
 		r = sizelimit_reserve_id(&m->projids, m->reg, v->part, fs, &id);
@@ -173,7 +179,7 @@ static int resize_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 {
 	AdminArgs *a = userdata;
 	_cleanup_close_ int dirfd = -EBADF;
-	VolumeOptions want, before = v->opts;
+	VolumeOptions want, before = *v->opts;
 	uint64_t used_bytes = 0, used_inodes = 0, tagged = 0;
 	char have[32], asked[32];
 	PartitionFs *fs;
@@ -259,7 +265,7 @@ int manager_resize(Manager *m, const char *name, const json_t *changes, json_t *
 static int set_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 {
 	AdminArgs *a = userdata;
-	VolumeOptions want, before = v->opts;
+	VolumeOptions want, before = *v->opts;
 	bool grant = json_object_get(a->in, "suid") || json_object_get(a->in, "dev");
 	PartitionFs *fs;
 	int r;

@@ -119,7 +119,7 @@ int manager_clone_prepare(Manager *m, const VolumeOptions *opts, const CloneRequ
 	else if (src->state != VOLUME_READY || src->removed)
 		problem = "it is being removed";
 	prep->part = src->part;
-	src_opts = src->opts;
+	src_opts = *src->opts;
 	projid = src->projid;
 	registry_unlock(m->reg);
 	if (problem)
@@ -217,12 +217,12 @@ static int clone_error(Manager *m, ClonePrep *prep, Volume *v, int r, const char
 /* The root's owner and mode given for the new volume win over those it was filled with. */
 static int apply_root_options(Volume *v, int dfd, char **reterr_msg)
 {
-	if ((v->opts.has_uid || v->opts.has_gid) &&
-	    fchown(dfd, v->opts.has_uid ? v->opts.uid : (uid_t)-1, v->opts.has_gid ? v->opts.gid : (gid_t)-1) < 0)
+	if ((v->opts->has_uid || v->opts->has_gid) &&
+	    fchown(dfd, v->opts->has_uid ? v->opts->uid : (uid_t)-1, v->opts->has_gid ? v->opts->gid : (gid_t)-1) < 0)
 		return errmsg_set(reterr_msg, negative_errno(), "cannot set the owner of %s: %s", v->name, errno_str(errno));
-	if (v->opts.has_mode && fchmod(dfd, v->opts.mode) < 0)
+	if (v->opts->has_mode && fchmod(dfd, v->opts->mode) < 0)
 		return errmsg_set(reterr_msg, negative_errno(), "cannot set the mode of %s: %s", v->name, errno_str(errno));
-	if ((v->opts.has_uid || v->opts.has_gid || v->opts.has_mode) && fsync(dfd) < 0)
+	if ((v->opts->has_uid || v->opts->has_gid || v->opts->has_mode) && fsync(dfd) < 0)
 		return errmsg_set(reterr_msg, negative_errno(), "cannot sync %s: %s", v->name, errno_str(errno));
 	return 0;
 }
@@ -329,9 +329,9 @@ int manager_clone_check_existing(Volume *existing, const CloneRequest *req, Volu
 				  req->from);
 	/* Compared as they were resolved at creation: limits not given were inherited. */
 	if (!opts->size_bytes)
-		opts->size_bytes = existing->opts.size_bytes;
+		opts->size_bytes = existing->opts->size_bytes;
 	if (!opts->inodes)
-		opts->inodes = existing->opts.inodes;
+		opts->inodes = existing->opts->inodes;
 	return 0;
 }
 

@@ -29,6 +29,7 @@
  * deleted. A marked record whose T is missing is not mounted until T is back.
  */
 #include <fcntl.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,7 +68,10 @@ static Volume *successor(const Volume *v, Partition *part, const PartitionInfo *
 	if (!nv)
 		return NULL;
 	nv->state = VOLUME_READY;
-	nv->opts = v->opts;
+	if (volume_set_options(nv, v->opts) < 0) {
+		volume_unref(nv);
+		return NULL;
+	}
 	nv->created_at = v->created_at;
 	nv->grants_unconfirmed = v->grants_unconfirmed;
 	nv->fence_generation = v->fence_generation;
@@ -86,19 +90,19 @@ static Volume *successor(const Volume *v, Partition *part, const PartitionInfo *
 /* Sets or clears @v's mark in its record on @fs (registry write lock for the field). */
 static int mark(Manager *m, Volume *v, PartitionFs *fs, const char *to_uuid)
 {
-	char old[sizeof(v->evacuating_to)];
+	char *old = v->evacuating_to, *new = to_uuid && *to_uuid ? strdup(to_uuid) : NULL;
 	int r;
 
-	memcpy(old, v->evacuating_to, sizeof(old));
+	if (to_uuid && *to_uuid && !new)
+		return -ENOMEM;
 	registry_write_lock(m->reg);
-	snprintf(v->evacuating_to, sizeof(v->evacuating_to), "%s", to_uuid);
+	v->evacuating_to = new;
 	registry_unlock(m->reg);
 	r = store_save_record(fs, v);
-	if (r < 0) {
-		registry_write_lock(m->reg);
-		memcpy(v->evacuating_to, old, sizeof(old));
-		registry_unlock(m->reg);
-	}
+	registry_write_lock(m->reg);
+	v->evacuating_to = r < 0 ? old : new;
+	registry_unlock(m->reg);
+	free(r < 0 ? new : old);
 	return r;
 }
 
@@ -147,7 +151,7 @@ static int move_one(Evacuation *e, Volume *v, Partition *to, char **reterr_msg)
 	partition_display_name(&tinfo, tname, sizeof(tname));
 	if (!tfs)
 		return errmsg_set(reterr_msg, -ENODEV, "partition %s went away: %s", tname, tinfo.problem);
-	r = manager_check_target(m, to, tfs, &tinfo, tname, v->name, &v->opts, reterr_msg);
+	r = manager_check_target(m, to, tfs, &tinfo, tname, v->name, v->opts, reterr_msg);
 	if (r < 0)
 		goto out;
 	/* Room for it, as a clear Err before anything is written (a copy shares no blocks). */
@@ -263,7 +267,7 @@ static int evacuate_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 		return 0;
 	}
 	if (v->n_snaps > 0) {
-		snprintf(why, sizeof(why), "it has %zu snapshot(s) (the first: %s), which stay on this partition: remove "
+		snprintf(why, sizeof(why), "it has %" PRIu32 " snapshot(s) (the first: %s), which stay on this partition: remove "
 			 "them ('nvmevol volume snapshot-rm %s SNAP'), exporting them first if they are to be kept",
 			 v->n_snaps, v->snaps[0].name, v->name);
 		note(e->refused, v->name, why);
@@ -364,7 +368,7 @@ unlock:
 
 int manager_evacuate_check_mount(const Volume *v, char **reterr_msg)
 {
-	if (!v->evacuating_to[0])
+	if (!v->evacuating_to)
 		return 0;
 	return errmsg_set(reterr_msg, -EBUSY,
 			  "volume %s: its evacuation to partition UUID %s was interrupted and that partition is not here, "
@@ -384,7 +388,7 @@ static void collect_shadow(Volume *shadow, void *userdata)
 	Leftover *l = userdata;
 	Volume **nv;
 
-	if (!shadow->evacuating_to[0] || !(nv = realloc(l->v, (l->n + 1) * sizeof(*nv))))
+	if (!shadow->evacuating_to || !(nv = realloc(l->v, (l->n + 1) * sizeof(*nv))))
 		return;
 	l->v = nv;
 	l->v[l->n++] = volume_ref(shadow);
@@ -449,7 +453,7 @@ void manager_evacuate_recover(Manager *m)
 		Volume *v = registry_at_locked(m->reg, i);
 		Volume **nv;
 
-		if (!v->evacuating_to[0] || v->index_only || !(nv = realloc(marked.v, (marked.n + 1) * sizeof(*nv))))
+		if (!v->evacuating_to || v->index_only || !(nv = realloc(marked.v, (marked.n + 1) * sizeof(*nv))))
 			continue;
 		marked.v = nv;
 		marked.v[marked.n++] = volume_ref(v);

@@ -234,7 +234,7 @@ int manager_health_before_mount(Manager *m, Volume *v, char **reterr_msg)
 	if (!dev.has_facts)
 		return 0;
 	registry_read_lock(m->reg);
-	o = v->opts;
+	o = *v->opts;
 	registry_unlock(m->reg);
 	/* The first mount refreshes a reading older than the cache time, like the self-test. */
 	have_h = settings_for(m, &o).health != DEVICE_POLICY_OFF &&

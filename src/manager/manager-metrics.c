@@ -159,8 +159,8 @@ int manager_metrics_snapshot(Manager *m, MetricsSnapshot *ret)
 			}
 			mv->state = state;
 			mv->mounts = volume_mount_total(v);
-			mv->size_limit = v->opts.size_bytes;
-			mv->inode_limit = v->opts.inodes;
+			mv->size_limit = v->opts->size_bytes;
+			mv->inode_limit = v->opts->inodes;
 			mv->created_at = v->created_at;
 			if (v->selftest) {
 				SelftestVerdict verdict =

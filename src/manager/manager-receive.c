@@ -114,7 +114,7 @@ static int open_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	(void)partition_fs_free_bytes(fs, &free_b, &total_b);
 	a->result = json_pack("{s:s,s:s,s:s,s:s,s:s,s:I,s:b,s:s}", "volume", v->name, "token", token, "mount", mnt,
 			      "propagated_mount", m->cfg->propagated_mount, "base_snapshot", base->name, "max_bytes",
-			      (json_int_t)free_b, "allow_devices", v->opts.allow_devices, "kind", "incremental");
+			      (json_int_t)free_b, "allow_devices", v->opts->allow_devices, "kind", "incremental");
 	if (a->result && manager_bound_identity(a->result, dfd) < 0) {
 		json_decref(a->result);
 		a->result = NULL;

@@ -367,7 +367,7 @@ static int apply_policy(Volume *v, SelftestPolicy policy, const char *pname, con
 
 int manager_selftest_before_mount(Manager *m, Volume *v, PartitionFs *fs, char **reterr_msg)
 {
-	SelftestPolicy policy = v->opts.selftest != SELFTEST_POLICY_UNSET ? v->opts.selftest : m->cfg->selftest;
+	SelftestPolicy policy = v->opts->selftest != SELFTEST_POLICY_UNSET ? v->opts->selftest : m->cfg->selftest;
 	SelftestThresholds t = m->cfg->selftest_pool;
 	SelftestOutcome out = {};
 	_cleanup_free_ char *msg = NULL, *err = NULL;
@@ -412,7 +412,7 @@ int manager_selftest_before_mount(Manager *m, Volume *v, PartitionFs *fs, char *
 		return errmsg_set(reterr_msg, r, "volume %s: %s", v->name, err ? err : errno_str(r));
 
 	/* The volume's own thresholds win over the pool-wide ones. */
-	selftest_thresholds_merge(&t, &v->opts.thresholds);
+	selftest_thresholds_merge(&t, &v->opts->thresholds);
 	report = report_json(m, st, policy, &out, &t, &verdict, &msg);
 	if (!report)
 		return errmsg_set(reterr_msg, -ENOMEM, "out of memory");

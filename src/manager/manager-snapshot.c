@@ -120,7 +120,7 @@ int manager_snapshot_check_remove(Volume *v, char **reterr_msg)
 	if (len >= sizeof(names))
 		strcpy(names + sizeof(names) - 4, "...");
 	return errmsg_set(reterr_msg, -EBUSY,
-			  "volume %s has %zu snapshot(s): %s. A remove never deletes snapshots (they may be the only "
+			  "volume %s has %u snapshot(s): %s. A remove never deletes snapshots (they may be the only "
 			  "copy of what is being removed): remove each with 'nvmevol volume snapshot-rm %s SNAPSHOT' "
 			  "first, or export it first",
 			  v->name, v->n_snaps, names, v->name);
@@ -381,7 +381,7 @@ static int create_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 		return errmsg_set(reterr_msg, -EEXIST, "volume %s already has a snapshot %s", v->name, s.name);
 	if (v->n_snaps >= SNAPSHOTS_PER_VOLUME_MAX)
 		return errmsg_set(reterr_msg, -EDQUOT,
-				  "volume %s has %zu snapshots, the most one volume may have; remove one first ('nvmevol "
+				  "volume %s has %u snapshots, the most one volume may have; remove one first ('nvmevol "
 				  "volume snapshot-rm %s SNAPSHOT')",
 				  v->name, v->n_snaps, v->name);
 	fs = manager_snapshot_writable_fs(m, v, "snapshot", reterr_msg);
@@ -877,7 +877,7 @@ static int export_open_fn(Manager *m, Volume *v, void *userdata, char **reterr_m
 	}
 	a->result = json_pack("{s:s,s:s,s:b,s:s,s:s,s:s,s:s,s:o}", "volume", v->name, "snapshot", e.snapshot,
 			      "temporary", e.temporary, "token", e.token, "mount", mnt, "propagated_mount",
-			      m->cfg->propagated_mount, "id", s->id, "options", volume_options_to_json(&v->opts));
+			      m->cfg->propagated_mount, "id", s->id, "options", volume_options_to_json(v->opts));
 	if (a->result && manager_bound_identity(a->result, src) < 0) {
 		json_decref(a->result);
 		a->result = NULL;

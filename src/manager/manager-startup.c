@@ -66,7 +66,7 @@ static bool index_grants(Manager *m, const Volume *v)
 	_cleanup_(volume_unrefp) Volume *idx = NULL;
 
 	return store_read_index(m->store, v->name, &idx) == 0 && streq(idx->partition_uuid, v->partition_uuid) &&
-	       volume_grants_confirmed(&v->opts, &idx->opts);
+	       volume_grants_confirmed(v->opts, idx->opts);
 }
 
 /* One record of a partition being loaded (at start, or after a rescan attached it). */
@@ -102,12 +102,12 @@ static int load_record(const char *name, Volume *v, const char *err, void *userd
 	if (v->state == VOLUME_REMOVING && !v->corrupt && !c->fs->read_only && finish_legacy_remove(c, v))
 		return 0;
 	/* A record travels with its disk: what it grants counts only if this host granted it too. */
-	if (!v->corrupt && (v->opts.allow_suid || v->opts.allow_devices) && !index_grants(m, v)) {
+	if (!v->corrupt && (v->opts->allow_suid || v->opts->allow_devices) && !index_grants(m, v)) {
 		v->grants_unconfirmed = true;
 		log_warning("volume %s: its record on partition UUID %s allows%s%s, which this host never granted; bound "
 			    "nosuid,nodev until 'nvmevol volume set %s%s%s'", name, c->info.uuid,
-			    v->opts.allow_suid ? " suid" : "", v->opts.allow_devices ? " dev" : "", name,
-			    v->opts.allow_suid ? " suid=true" : "", v->opts.allow_devices ? " dev=true" : "");
+			    v->opts->allow_suid ? " suid" : "", v->opts->allow_devices ? " dev" : "", name,
+			    v->opts->allow_suid ? " suid=true" : "", v->opts->allow_devices ? " dev=true" : "");
 	}
 	if (m->starting)
 		return register_volume(m, v);
@@ -542,7 +542,7 @@ static void reconcile_mounts(Manager *m)
 		 */
 		if (v && !v->mounted && volume_mount_total(v) > 0 && info.present &&
 		    (v->corrupt ? bind_entry_is_volume(&mounts[k], v->name, info.dev)
-				: bind_entry_matches(&mounts[k], v->name, info.dev, bind_flags(&v->opts, info.read_only, v->grants_unconfirmed)))) {
+				: bind_entry_matches(&mounts[k], v->name, info.dev, bind_flags(v->opts, info.read_only, v->grants_unconfirmed)))) {
 			v->mounted = true;
 			free(v->bind_options);
 			v->bind_options = strdup(mounts[k].vfs_options);

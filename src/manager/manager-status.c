@@ -81,10 +81,10 @@ static json_t *partition_json(const Volume *v, const PartitionInfo *info, Partit
 static void add_suppressed_grants(json_t *status, const Volume *v, const PartitionInfo *info)
 {
 	_cleanup_free_ char *why = NULL;
-	const char *suid = v->opts.allow_suid ? " suid=true" : "", *dev = v->opts.allow_devices ? " dev=true" : "";
+	const char *suid = v->opts->allow_suid ? " suid=true" : "", *dev = v->opts->allow_devices ? " dev=true" : "";
 	int r;
 
-	if (!(v->opts.allow_suid || v->opts.allow_devices) || v->corrupt)
+	if (!(v->opts->allow_suid || v->opts->allow_devices) || v->corrupt)
 		return;
 	if (info->present && !info->adopted)
 		r = asprintf(&why, "partition not adopted: bound nosuid,nodev; run 'nvmevol partition adopt %s', then "
@@ -156,7 +156,7 @@ json_t *manager_volume_json(Manager *m, Volume *v)
 	if (v->corrupt)
 		json_object_set_new(status, "problem", json_string(v->corrupt));
 	json_object_set_new(status, "partition", partition_json(v, &info, fs));
-	json_object_set_new(status, "options", volume_options_to_json(&v->opts));
+	json_object_set_new(status, "options", volume_options_to_json(v->opts));
 	json_object_set_new(status, "created_at", json_string(v->created_at > 0 ? stamp : ""));
 	json_object_set_new(status, "mount_count", json_integer(volume_mount_total(v)));
 	if (v->mounted && v->bind_options)
@@ -168,7 +168,7 @@ json_t *manager_volume_json(Manager *m, Volume *v)
 	manager_fence_add_status(v, status);
 	manager_snapshot_add_status(v, status);
 	registry_foreach_shadow_locked(m->reg, v->name, add_conflict, conflicts);
-	opts = v->opts;
+	opts = *v->opts;
 	projid = v->projid;
 	registry_unlock(m->reg);
 	manager_health_add_status(m, v->part, &opts, json_object_get(status, "partition"));

@@ -153,7 +153,7 @@ static int create_existing(Volume *existing, const VolumeOptions *requested, con
 		if (r < 0)
 			return r;
 	}
-	diff = volume_options_diff(&existing->opts, &opts);
+	diff = volume_options_diff(existing->opts, &opts);
 	if (diff)
 		return errmsg_set(reterr_msg, -EEXIST, "volume %s already exists with different options: %s",
 				  existing->name, diff);
@@ -187,8 +187,8 @@ int manager_make_volume_dir(Manager *m, Volume *v, PartitionFs *fs, const char *
 	if (fd < 0 || fstat(fd, &st) < 0 || st.st_dev != fs->dev)
 		return errmsg_set(reterr_msg, fd < 0 ? negative_errno() : -EXDEV,
 				  "the new volume directory changed under nvmevol");
-	if (fchown(fd, v->opts.has_uid ? v->opts.uid : 0, v->opts.has_gid ? v->opts.gid : 0) < 0 ||
-	    fchmod(fd, v->opts.has_mode ? v->opts.mode : 0755) < 0)
+	if (fchown(fd, v->opts->has_uid ? v->opts->uid : 0, v->opts->has_gid ? v->opts->gid : 0) < 0 ||
+	    fchmod(fd, v->opts->has_mode ? v->opts->mode : 0755) < 0)
 		return errmsg_set(reterr_msg, negative_errno(), "cannot set owner or mode of the volume directory: %s",
 				  errno_str(errno));
 	r = sizelimit_apply_new(&m->projids, m->reg, fs, v, fd, reterr_msg);
@@ -405,7 +405,10 @@ static int create_locked(Manager *m, const char *name, const VolumeOptions *opts
 		goto out;
 	}
 	v->state = VOLUME_READY;
-	v->opts = *opts;
+	if (volume_set_options(v, opts) < 0) {
+		r = errmsg_set(reterr_msg, -ENOMEM, "out of memory");
+		goto out;
+	}
 	v->part = part;
 	snprintf(v->partition_uuid, sizeof(v->partition_uuid), "%s", info.uuid);
 	snprintf(v->partition_label, sizeof(v->partition_label), "%s", info.label);
@@ -495,8 +498,11 @@ int manager_refresh_index_only(Manager *m, Volume *v, PartitionFs *fs)
 		v->corrupt = strdup(err ? err : errno_str(r));
 	} else {
 		/* @v holds this host's index entry: the record grants only what that entry grants too. */
-		v->grants_unconfirmed = !volume_grants_confirmed(&rec->opts, &v->opts);
+		v->grants_unconfirmed = !volume_grants_confirmed(rec->opts, v->opts);
+		/* No allocation under the lock: @rec takes the old options with it. */
+		const VolumeOptions *t = v->opts;
 		v->opts = rec->opts;
+		rec->opts = t;
 		v->created_at = rec->created_at;
 		v->projid = rec->projid;
 		memcpy(v->partition_label, rec->partition_label, sizeof(v->partition_label));
@@ -732,7 +738,7 @@ static int limits_before_mount(Manager *m, Volume *v, PartitionFs *fs, char **re
 	bool changed = false;
 	int r;
 
-	if (!sizelimit_wanted(&v->opts))
+	if (!sizelimit_wanted(v->opts))
 		return 0;
 	if (!fs->quota)
 		/* A limit that silently stops holding is a broken promise: the user decides. */
@@ -774,7 +780,7 @@ static int mount_locked(Manager *m, Volume *v, const char *id, char **ret_mountp
 	fs = ensure_partition(m, v, reterr_msg);
 	if (!fs)
 		return v->removed ? -ENOENT : -ENODEV;
-	flags = bind_flags(&v->opts, fs->read_only, v->grants_unconfirmed);
+	flags = bind_flags(v->opts, fs->read_only, v->grants_unconfirmed);
 
 	if (v->mounted) {
 		_cleanup_free_ char *why = NULL;

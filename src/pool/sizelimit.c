@@ -139,7 +139,7 @@ static int assign(PartitionFs *fs, const Volume *v, int dirfd, char **reterr_msg
 	if (r < 0)
 		return errmsg_set(reterr_msg, r, "cannot set XFS project %u on volume %s: %s", v->projid, v->name,
 				  errno_str(r));
-	r = quota_set_limit(fs->root_fd, v->projid, v->opts.size_bytes, v->opts.inodes);
+	r = quota_set_limit(fs->root_fd, v->projid, v->opts->size_bytes, v->opts->inodes);
 	if (r < 0)
 		return errmsg_set(reterr_msg, r, "cannot set the quota limit of volume %s: %s", v->name, errno_str(r));
 	return 0;
@@ -157,7 +157,7 @@ int sizelimit_apply_new(ProjidAlloc *ids, Registry *reg, PartitionFs *fs, Volume
 {
 	int r;
 
-	if (!sizelimit_wanted(&v->opts))
+	if (!sizelimit_wanted(v->opts))
 		return 0;
 	r = sizelimit_reserve_id(ids, reg, v->part, fs, &v->projid);
 	if (r < 0)
@@ -238,7 +238,7 @@ int sizelimit_repair(ProjidAlloc *ids, Registry *reg, PartitionFs *fs, Volume *v
 	*ret_changed = false;
 	if (fs->read_only)
 		return 0;
-	if (!sizelimit_wanted(&v->opts)) {
+	if (!sizelimit_wanted(v->opts)) {
 		/* An ID kept after its limits were removed (volume resize ... none): no stale limit may stay on it. */
 		if (v->projid && fs->quota && quota_get(fs->root_fd, v->projid, &u) == 0 &&
 		    (u.bytes_hard || u.inodes_hard)) {
@@ -274,8 +274,8 @@ int sizelimit_repair(ProjidAlloc *ids, Registry *reg, PartitionFs *fs, Volume *v
 	r = quota_get(fs->root_fd, v->projid, &u);
 	if (r < 0)
 		return r;
-	if (id != v->projid || !inherit || !byte_limit_matches(fs->root_fd, u.bytes_hard, v->opts.size_bytes) ||
-	    u.inodes_hard != v->opts.inodes) {
+	if (id != v->projid || !inherit || !byte_limit_matches(fs->root_fd, u.bytes_hard, v->opts->size_bytes) ||
+	    u.inodes_hard != v->opts->inodes) {
 		log_warning("volume %s: project %u or its limit was missing (directory project %u, limit %llu bytes "
 			    "%llu inodes); repairing",
 			    v->name, v->projid, id, (unsigned long long)u.bytes_hard, (unsigned long long)u.inodes_hard);

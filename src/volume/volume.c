@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "volume/volume.h"
+#include "volume/options-intern.h"
 #include "util/errmsg.h"
 #include "util/macro.h"
 #include "util/strutil.h"
@@ -41,11 +42,27 @@ Volume *volume_new(const char *name)
 
 	if (!v)
 		return NULL;
+	v->opts = volume_options_intern(&(const VolumeOptions){});
+	if (!v->opts) {
+		free(v);
+		return NULL;
+	}
 	memcpy(v->name, name, n);
 	v->name[n] = '\0';
 	v->refs = 1;
 	pthread_mutex_init(&v->op_lock, NULL);
 	return v;
+}
+
+int volume_set_options(Volume *v, const VolumeOptions *o)
+{
+	const VolumeOptions *shared = volume_options_intern(o);
+
+	if (!shared)
+		return -ENOMEM;
+	volume_options_release(v->opts);
+	v->opts = shared;
+	return 0;
 }
 
 Volume *volume_ref(Volume *v)
@@ -63,10 +80,12 @@ Volume *volume_unref(Volume *v)
 	volume_mounts_clear(v);
 	free(v->clone);
 	free(v->fence);
+	free(v->evacuating_to);
 	free(v->snaps);
 	free(v->corrupt);
 	free(v->bind_options);
 	json_decref(v->selftest);
+	volume_options_release(v->opts);
 	pthread_mutex_destroy(&v->op_lock);
 	free(v);
 	return NULL;
@@ -211,7 +230,7 @@ static json_t *record_body(const Volume *v, const VolumeOptions *o, bool with_mo
 							      (json_int_t)v->fence->generation));
 	if (v->fence_generation)
 		json_object_set_new(j, "fence_generation", json_integer((json_int_t)v->fence_generation));
-	if (v->evacuating_to[0])
+	if (v->evacuating_to)
 		json_object_set_new(j, "evacuating_to", json_string(v->evacuating_to));
 	if (index_state > VOLUME_INDEX_COMMITTED && index_state < _VOLUME_INDEX_STATE_MAX)
 		json_object_set_new(j, "index_state", json_string(index_state_names[index_state]));
@@ -245,14 +264,14 @@ static char *body_dump(const Volume *v, const VolumeOptions *o, bool with_mounts
  */
 char *volume_record_dump(const Volume *v, bool with_mounts)
 {
-	_cleanup_free_ char *b = body_dump(v, &v->opts, with_mounts, VOLUME_INDEX_COMMITTED);
+	_cleanup_free_ char *b = body_dump(v, v->opts, with_mounts, VOLUME_INDEX_COMMITTED);
 
 	return crc_trailer_append(b);
 }
 
 char *volume_index_dump(const Volume *v, VolumeIndexState state)
 {
-	VolumeOptions granted = v->opts;
+	VolumeOptions granted = *v->opts;
 	_cleanup_free_ char *b = NULL;
 
 	if (v->grants_unconfirmed)
@@ -369,10 +388,14 @@ int volume_record_parse(const char *buf, size_t len, Volume **ret, char **reterr
 	}
 	{
 		_cleanup_free_ char *oerr = NULL;
-		if (volume_options_parse(opts, &v->opts, &oerr) < 0) {
+		VolumeOptions o;
+		if (volume_options_parse(opts, &o, &oerr) < 0) {
 			r = errmsg_set(reterr_msg, -EUCLEAN, "invalid options: %s", oerr ? oerr : "?");
 			goto out;
 		}
+		r = volume_set_options(v, &o);
+		if (r < 0)
+			goto out;
 	}
 	r = copy_short_string(j, "partition_uuid", v->partition_uuid, sizeof(v->partition_uuid), reterr_msg);
 	if (r < 0)
@@ -416,9 +439,16 @@ int volume_record_parse(const char *buf, size_t len, Volume **ret, char **reterr
 		v->fence_generation = (uint64_t)json_integer_value(x);
 	}
 	if (json_object_get(j, "evacuating_to")) {
-		r = copy_short_string(j, "evacuating_to", v->evacuating_to, sizeof(v->evacuating_to), reterr_msg);
+		char uuid[40];
+
+		r = copy_short_string(j, "evacuating_to", uuid, sizeof(uuid), reterr_msg);
 		if (r < 0)
 			goto out;
+		v->evacuating_to = strdup(uuid);
+		if (!v->evacuating_to) {
+			r = -ENOMEM;
+			goto out;
+		}
 	}
 	/* An unknown value (a newer version's) is unreadable: never taken for "committed", nor for "pending". */
 	if (index_state_parse(json_object_get(j, "index_state"), &v->index_state) < 0) {

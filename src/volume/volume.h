@@ -85,11 +85,13 @@ typedef struct VolumeFence {
 typedef struct Volume {
 	/* Persisted. */
 	VolumeState state;
-	VolumeOptions opts;
+	VolumeIndexState index_state; /* as parsed from an index entry; records carry none */
+	const VolumeOptions *opts; /* shared and immutable (options-intern.h): change with volume_set_options() */
 	char partition_uuid[40];  /* 36 characters */
 	char partition_label[16]; /* raw bytes: XFS labels are at most 12; records hold them escaped */
 	int64_t created_at; /* unix seconds */
 	uint32_t projid;    /* XFS project ID, 0 = none */
+	uint32_t n_mounts;  /* at most MOUNT_IDS_MAX */
 	VolumeClone *clone; /* NULL unless the volume was created as a clone */
 	VolumeFence *fence; /* NULL unless fenced */
 	uint64_t fence_generation; /* the last fence's generation (kept after unfence: "fence_generation") */
@@ -97,21 +99,29 @@ typedef struct Volume {
 	 * An evacuation in progress (manager-evacuate.c): the UUID of the partition
 	 * the volume is being copied to, in the record of its source until the switch.
 	 */
-	char evacuating_to[40];
+	char *evacuating_to; /* the target partition's UUID while an evacuation moves it, else NULL */
 	MountRef *mounts;
-	size_t n_mounts;
-	VolumeIndexState index_state; /* as parsed from an index entry; records carry none */
 
 	/* Runtime. */
 	Partition *part;    /* where the record is (or, index only, where it should be); never NULL when registered */
 	char *corrupt;      /* why the record could not be loaded, NULL if fine */
-	bool index_only;    /* known from this host's index only: its partition has not shown its record */
-	bool mounted;
 	char *bind_options; /* verified vfs options of the bind, while mounted */
 	json_t *selftest;   /* last self-test report for Status, or NULL */
-	bool removed;
-	bool replaced;      /* removed because the registry holds its successor (evacuated): look the name up again */
-	bool indexed;       /* start-up: an index entry exists in the state directory */
+	/*
+	 * Its snapshots (loaded from its partition; snapstore.h), sorted by name.
+	 * Not in the record. Their cost_* fields are a cache, written under the
+	 * registry's write lock alone (read them under the registry lock).
+	 */
+	VolumeSnapshot *snaps;
+	uint32_t n_snaps;   /* at most SNAPSHOTS_PER_VOLUME_MAX */
+	unsigned refs;      /* atomic; never shares a word with the flags below */
+	pthread_mutex_t op_lock;
+	/* One bit each: written under the locking rule above like every other field. */
+	bool index_only : 1; /* known from this host's index only: its partition has not shown its record */
+	bool mounted : 1;
+	bool removed : 1;
+	bool replaced : 1;   /* removed because the registry holds its successor (evacuated): look the name up again */
+	bool indexed : 1;    /* start-up: an index entry exists in the state directory */
 	/*
 	 * Its record allows suid or dev, but this host never granted that (no
 	 * index entry of this host for it on this partition says so: a disk from
@@ -119,21 +129,15 @@ typedef struct Volume {
 	 * sets suid/dev again with 'volume set'; its index entry records only the
 	 * grants this host made.
 	 */
-	bool grants_unconfirmed;
-	/*
-	 * Its snapshots (loaded from its partition; snapstore.h), sorted by name.
-	 * Not in the record. Their cost_* fields are a cache, written under the
-	 * registry's write lock alone (read them under the registry lock).
-	 */
-	VolumeSnapshot *snaps;
-	size_t n_snaps;
-	unsigned refs;
-	pthread_mutex_t op_lock;
+	bool grants_unconfirmed : 1;
 
 	char name[]; /* last: allocated to its length (10,000 volumes, mostly short names) */
 } Volume;
 
+/* A volume with the default options; NULL when out of memory. */
 Volume *volume_new(const char *name);
+/* Points @v at the shared copy of @o; -ENOMEM leaves @v as it was. */
+int volume_set_options(Volume *v, const VolumeOptions *o);
 Volume *volume_ref(Volume *v);
 Volume *volume_unref(Volume *v);
 

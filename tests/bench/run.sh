@@ -193,7 +193,7 @@ setup_daemons() {
     mkdir -p "$BENCH_WORK/pkg/plugin" "$BENCH_WORK/plugin-state"
     cp "$REPO/plugin/install.sh" "$BENCH_WORK/pkg/plugin/install.sh"
     "$REPO/plugin/build.sh" --binary "$NVMEVOL_BIN" --out "$BENCH_WORK/pkg/plugin/out/nvmevol" >"$LOG/plugin-build.log" 2>&1
-    "$BENCH_WORK/pkg/plugin/install.sh" --replace --name "$PLUGIN" \
+    "$BENCH_WORK/pkg/plugin/install.sh" --replace --no-cli --no-man --name "$PLUGIN" \
         "NVMEVOL_LABEL_PREFIX=$PFX" "state.source=$BENCH_WORK/plugin-state" >"$LOG/plugin-install.log" 2>&1 ||
         { cat "$LOG/plugin-install.log" >&2; exit 1; }
     # host-direct: the same partition, mounted on the host too (same superblock)
