@@ -103,9 +103,9 @@ disk pwlcow "$work/cow.img"
 args_for() { # args_for RECORDING
 	case "$MODE,$1" in
 	*,s) echo "--parts 2 --sabotage file --ops 6 --mark-sample 5 --flush-sample 0 --reorders 0 --torn 0" ;;
-	*,t) echo "--parts 2 --sabotage snapshot --sections snapshots --ops 5 --mark-sample 4 --flush-sample 0 --reorders 0 --torn 0" ;;
-	ci,2) echo "--parts 2 --mark-sample 7 --flush-sample 2 --reorders 2 --torn 2" ;;
-	ci,1) echo "--parts 1 --mark-sample 3 --flush-sample 1 --reorders 1 --torn 1" ;;
+	*,t) echo "--parts 2 --sabotage snapshot --sections snapshots --ops 4 --mark-sample 4 --flush-sample 0 --reorders 0 --torn 0" ;;
+	ci,2) echo "--parts 2 --mark-sample 6 --flush-sample 2 --reorders 2 --torn 1" ;;
+	ci,1) echo "--parts 1 --mark-sample 2 --flush-sample 1 --reorders 1 --torn 1" ;;
 	full,*) echo "--parts $1 --reorders 200 --torn 100" ;;
 	esac
 }
