@@ -116,14 +116,30 @@ bool is_atomic_tmp_name(const char *name)
 /*
  * Test builds: NVMEVOL_TEST_SKIP_FSYNC=file leaves out the file's fsync before
  * its rename (the directory's stays), the missing flush that
- * tests/reliability/powerloss.py --sabotage must find.
+ * tests/reliability/powerloss.py --sabotage must find; =snapshot only for the
+ * files in a directory under nvmevol/snapshots/ (the snapshot records).
  */
-static bool test_skip_file_fsync(void)
+static bool test_skip_file_fsync(int dirfd)
 {
 #if defined(NVMEVOL_TEST_HOOKS) && NVMEVOL_TEST_HOOKS
 	const char *e = getenv("NVMEVOL_TEST_SKIP_FSYNC");
-	return e && streq(e, "file");
+	char link[64], path[PATH_MAX];
+	ssize_t n;
+
+	if (!e)
+		return false;
+	if (streq(e, "file"))
+		return true;
+	if (!streq(e, "snapshot"))
+		return false;
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+	n = readlink(link, path, sizeof(path) - 1);
+	if (n < 0)
+		return false;
+	path[n] = '\0';
+	return strstr(path, "/nvmevol/snapshots/") != NULL;
 #else
+	(void)dirfd;
 	return false;
 #endif
 }
@@ -166,7 +182,7 @@ static int replace_file_at(int dirfd, const char *name, const void *buf, size_t 
 	if (fd < 0)
 		return fd;
 	r = write_all(fd, buf, len);
-	if (r == 0 && durable && !test_skip_file_fsync() && fsync(fd) < 0)
+	if (r == 0 && durable && !test_skip_file_fsync(dirfd) && fsync(fd) < 0)
 		r = negative_errno();
 	if (close(fd) < 0 && r == 0)
 		r = negative_errno();

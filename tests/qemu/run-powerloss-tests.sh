@@ -7,19 +7,22 @@
 # device-mapper slices of it, made here with mkfs.xfs), its log disk, a copy
 # of the data disk as it was before the recording (the base every replay
 # starts from) and a scratch disk for the snapshots. Recordings: two pool
-# partitions, one, and (CI, --sabotage) the sabotaged daemon's. One boot; ends
-# with one line "N passed, N failed".
+# partitions, one, and (CI, --sabotage) the two sabotaged daemons'. One boot;
+# ends with one line "N passed, N failed".
 #
 # usage: tests/qemu/run-powerloss-tests.sh [--full] [--sabotage] [--seed N] [BUILD_DIR]
 #   (default): CI mode (about 4 minutes): a seeded sample of the answers, the
 #              flush/FUA points and the reordered epochs, then the sabotage
-#   --full     every answer, every flush/FUA point and 200 reordered epochs per
-#              recording (about 6 s a cut under TCG: one to two hours)
+#   --full     every answer, every flush/FUA point, 200 reordered epochs and 100
+#              with a torn write per recording (about 3-4 s a cut under TCG)
 #   --sabotage the daemon skips the fsync of each state file before its rename
-#              (NVMEVOL_TEST_SKIP_FSYNC=file, a test_hooks build): passes only if
-#              the suite reports violations
+#              (NVMEVOL_TEST_SKIP_FSYNC=file, a test_hooks build), and in a second
+#              recording only that of the snapshot records (=snapshot): each
+#              passes only if the suite reports violations
 # POWERLOSS_ARGS: more options of powerloss.py for every recording (the last one
 # given wins), e.g. "--flush-sample 60 --reorders 30" between CI and --full.
+# POWERLOSS_RECORDINGS: only these recordings ("2", "1", "s", "t"), e.g. a
+# --full run split over two boots.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 MODE=ci
@@ -59,14 +62,16 @@ make_data() { # make_data IMAGE NPARTS: the image, and IMAGE.base (the same byte
 	done
 	cp --sparse=always "$img" "$img.base"
 }
-# Recordings: "2" and "1" (two pool partitions, one), "s" (two, the daemon without one fsync).
+# Recordings: "2" and "1" (two pool partitions, one), "s" (two, the daemon without the state
+# files' fsync), "t" (two, without the snapshot records' fsync).
 case "$MODE,$SABOTAGE" in
-*,1) RECS="s" ;;
-ci,0) RECS="2 1 s" ;;
+*,1) RECS="s t" ;;
+ci,0) RECS="2 1 s t" ;;
 full,0) RECS="2 1" ;;
 esac
+RECS=${POWERLOSS_RECORDINGS:-$RECS}
 for r in $RECS; do
-	n=$r; [ "$r" = s ] && n=2
+	n=$r; case $r in s | t) n=2 ;; esac
 	make_data "$work/d$r.img" "$n" || { echo "$SUITE: making the disks failed" >&2; echo "0 passed, 1 failed"; exit 1; }
 	truncate -s 3G "$work/l$r.img"
 done
@@ -97,10 +102,11 @@ disk pwlcow "$work/cow.img"
 # What each recording replays: CI samples (seeded) the answers, flush points and epochs.
 args_for() { # args_for RECORDING
 	case "$MODE,$1" in
-	*,s) echo "--parts 2 --sabotage --ops 6 --mark-sample 5 --flush-sample 0 --reorders 0" ;;
-	ci,2) echo "--parts 2 --mark-sample 6 --flush-sample 2 --reorders 2" ;;
-	ci,1) echo "--parts 1 --mark-sample 2 --flush-sample 1 --reorders 1" ;;
-	full,*) echo "--parts $1 --reorders 200" ;;
+	*,s) echo "--parts 2 --sabotage file --ops 6 --mark-sample 5 --flush-sample 0 --reorders 0 --torn 0" ;;
+	*,t) echo "--parts 2 --sabotage snapshot --sections snapshots --ops 4 --mark-sample 4 --flush-sample 0 --reorders 0 --torn 0" ;;
+	ci,2) echo "--parts 2 --mark-sample 6 --flush-sample 2 --reorders 2 --torn 1" ;;
+	ci,1) echo "--parts 1 --mark-sample 2 --flush-sample 1 --reorders 1 --torn 1" ;;
+	full,*) echo "--parts $1 --reorders 200 --torn 100" ;;
 	esac
 }
 script=$work/guest.sh

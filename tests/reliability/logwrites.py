@@ -125,7 +125,8 @@ class Replayer:
     def close(self):
         os.close(self.fd)
 
-    def apply(self, e, fd=None):
+    def apply(self, e, fd=None, nr_sectors=None):
+        """Writes entry @e; @nr_sectors: only its first ones (a torn write)."""
         fd = self.fd if fd is None else fd
         ss = self.log.sectorsize
         if e.flags & DISCARD:
@@ -137,7 +138,8 @@ class Replayer:
                 os.pwrite(fd, zero[:n], e.sector * ss + done)
                 done += n
         elif e.is_write():
-            os.pwrite(fd, self.log.data(e), e.sector * ss)
+            data = self.log.data(e)
+            os.pwrite(fd, data if nr_sectors is None else data[:nr_sectors * ss], e.sector * ss)
             self.writes += 1
 
     def advance(self, n):

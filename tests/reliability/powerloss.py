@@ -10,17 +10,24 @@ flush of both. Phases:
 1. record: the real daemon on the slices, driven over its plugin socket and its admin socket
    through Create (with and without owner, mode and limits, pinned and placed), Mount, Unmount,
    Remove, clones of a volume in use and not, resize, set, a kill -9 inside a request and the
-   start-up recovery after it, a graceful restart (not forget, release or adopt); a mark in the
-   log before each request ("B<k>") and after its answer ("A<k>");
+   start-up recovery after it, a graceful restart, snapshot (of a volume in use and not), a
+   Remove refused for its snapshots, rollback, snapshot-rm, import of a pax archive, release,
+   a restart with one pool disk gone, forget of its volumes, the disk coming back (served
+   read-only) and adopt, a Create on it; a mark in the log before each request ("B<k>") and
+   after its answer ("A<k>");
 2. replay (logwrites.py): the disk rebuilt at cut points, onto a copy of the disk as it was
    when logging began, under a dm-snapshot: every answer (what was acknowledged), every
-   flush/FUA point (or a seeded sample: --mark-sample, --flush-sample), and --reorders points
+   flush/FUA point (or a seeded sample: --mark-sample, --flush-sample), --reorders points
    inside a flush epoch where a random subset of the epoch's writes, in random order, reached
-   the disk;
-3. at each cut: both XFS mount, the daemon starts on them, every volume acknowledged before the
-   cut is there as it was acknowledged (partition, owner, mode, options, limits as the kernel
-   enforces them, its files; a clone complete and independent of its source), every
-   acknowledged Remove stays gone, the one request in flight is either done or not (never half),
+   the disk, and --torn ones where, besides, one write of several 4 KiB blocks reached it only
+   in part (a prefix of its blocks);
+3. at each cut: the XFS mount (a disk that was away at the cut is left away), the daemon starts
+   on them, every volume acknowledged before the cut is there as it was acknowledged (partition,
+   owner, mode, options, limits as the kernel enforces them, its files; a clone complete and
+   independent of its source; its snapshots committed with the tree of their instant, each
+   removed one gone; after a rollback or an import exactly the snapshot's or the archive's
+   tree), a forgotten volume unlisted and without index entry while its disk is away (its record
+   and files still on that disk), every acknowledged Remove stays gone, the one request in flight is either done or not (never half),
    no temp file, no quarantine, no stray index entry, records and index pass their CRC, mount
    counts agree with the binds; then `xfs_repair -n` is clean on every filesystem.
 
@@ -32,12 +39,14 @@ passes only if a cut reports a violation.
 
 import argparse
 import copy
+import io
 import json
 import os
 import random
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 import traceback
 
@@ -47,6 +56,7 @@ import nvtlib  # noqa: E402
 
 MiB = 1 << 20
 SLICE = 320 * MiB          # one XFS each (mkfs.xfs wants at least 300 MB)
+TORN_UNIT = 4096           # a torn write persists a prefix of its 4 KiB blocks (see cut_plan)
 SLICE_OFF = MiB            # the disk's first MiB holds nothing, so no superblock is found on the disk itself
 PREFIX = "pwl-"
 STATE_LABEL = "pwlstate"   # not under PREFIX: the daemon must not take it
@@ -90,14 +100,21 @@ def dm_remove(name):
     raise RuntimeError("dmsetup remove %s failed: %s" % (name, sh("dmsetup", "info", name, check=False).stdout))
 
 
-def make_slices(under, nparts):
-    for name, _, off in slices(nparts):
-        dm_create(name, "0 %d linear %s %d" % (SLICE // 512, under, off // 512))
+def make_slices(under, nparts, only=None):
+    """The slices of @nparts partitions (and the state's) over @under; @only: just these labels."""
+    for name, label, off in slices(nparts):
+        if only is None or label in only:
+            dm_create(name, "0 %d linear %s %d" % (SLICE // 512, under, off // 512))
 
 
 def remove_slices(nparts):
     for name, _, _ in slices(nparts):
-        dm_remove(name)
+        if os.path.exists("/dev/mapper/" + name):
+            dm_remove(name)
+
+
+def slice_of(label, nparts):
+    return next(name for name, lb, _ in slices(nparts) if lb == label)
 
 
 class Bed(nvtlib.Testbed):
@@ -130,8 +147,10 @@ class Bed(nvtlib.Testbed):
             out = (r.stdout + r.stderr).strip()
         return r.returncode, out
 
-    def unmount_all(self):
+    def unmount_all(self, keep_state=False):
         for m in sorted(self.our_mounts(), key=lambda m: -len(m["target"])):
+            if keep_state and m["target"] == self.state:
+                continue
             if sh("umount", m["target"], check=False).returncode:
                 sh("umount", "-l", m["target"], check=False)
 
@@ -145,11 +164,14 @@ class EnoughOps(Exception):
 class Workload:
     """Drives the daemon and keeps, after each request, what it acknowledged (self.after[k])."""
 
-    def __init__(self, bed, mark, nparts, rnd, max_ops=None):
+    def __init__(self, bed, mark, nparts, rnd, max_ops=None, sections=None):
         self.bed, self.mark, self.nparts, self.rnd, self.max_ops = bed, mark, nparts, rnd, max_ops
+        self.sections = sections
         self.model = {}          # name -> what Get showed right after the last acknowledged change
         self.ops = []            # (kind, touched names, ok, what)
         self.after = []          # self.after[k]: the model after op k
+        self.missing = set()     # labels of the pool partitions detached just now
+        self.missing_after = []  # self.missing after op k: the disks a cut there starts the daemon with
         self.unexpected = []
 
     def snapshot(self, name):
@@ -163,13 +185,29 @@ class Workload:
                     options=s.get("options"), quota={k: q.get(k) for k in ("project_id", "limit_bytes", "limit_inodes",
                                                                             "enforced_limit_bytes",
                                                                             "enforced_limit_inodes")},
-                    files={}, clone_of=None)
+                    files={}, clone_of=None, exact=False, snaps={}, forgotten=False)
         old = self.model.get(name)
         if old:
-            spec["files"], spec["clone_of"] = old["files"], old["clone_of"]
+            spec["files"], spec["clone_of"], spec["exact"] = old["files"], old["clone_of"], old["exact"]
+            spec["snaps"] = {n: f for n, f in old["snaps"].items()}
+        listed = {x["name"] for x in s.get("snapshots") or []}
+        spec["snaps"] = {n: f for n, f in spec["snaps"].items() if n in listed}
+        for n in listed - set(spec["snaps"]):
+            spec["snaps"][n] = None   # set by the snapshot op that took it
         return spec
 
-    def op(self, kind, names, fn, expect_ok=True):
+    def refresh(self, names=None):
+        """After a restart or a partition coming back: what Get shows of every volume on a present disk."""
+        for n in sorted(self.model if names is None else names):
+            old = self.model.get(n)
+            if old and old["part"] in self.missing:
+                continue   # Get shows a volume on a missing disk without its details: keep them
+            spec = self.snapshot(n)
+            if spec is None and old and old["forgotten"]:
+                continue
+            self.model[n] = spec
+
+    def op(self, kind, names, fn, expect_ok=True, refresh_all=False):
         k = len(self.ops)
         if self.max_ops is not None and k >= self.max_ops:
             raise EnoughOps()
@@ -178,11 +216,17 @@ class Workload:
         self.mark("A%d" % k)
         if ok != expect_ok:
             self.unexpected.append("%s %s: %s" % (kind, names, what))
-        for n in names:
-            self.model[n] = self.snapshot(n)
+        self.refresh(None if refresh_all else names)
         self.ops.append((kind, tuple(names), ok, str(what)[:200]))
         self.after.append(copy.deepcopy(self.model))
+        self.missing_after.append(set(self.missing))
         return ok
+
+    def amend(self, name, **kw):
+        """Adds to the acknowledged state of @name what Get does not show (files, snapshots' trees)."""
+        if self.model.get(name):
+            self.model[name].update(kw)
+            self.after[-1] = copy.deepcopy(self.model)
 
     def api(self, endpoint, body):
         def fn():
@@ -199,10 +243,8 @@ class Workload:
 
     def clone(self, name, source):
         ok = self.op("clone", [name], self.api("/VolumeDriver.Create", {"Name": name, "Opts": {"from": source}}))
-        if ok and self.model.get(name):
-            self.model[name]["files"] = dict(self.model[source]["files"])
-            self.model[name]["clone_of"] = source
-            self.after[-1] = copy.deepcopy(self.model)
+        if ok:
+            self.amend(name, files=dict(self.model[source]["files"]), clone_of=source)
         return ok
 
     def mount(self, name, mid):
@@ -211,8 +253,8 @@ class Workload:
     def unmount(self, name, mid):
         return self.op("unmount", [name], self.api("/VolumeDriver.Unmount", {"Name": name, "ID": mid}))
 
-    def remove(self, name):
-        return self.op("remove", [name], self.api("/VolumeDriver.Remove", {"Name": name}))
+    def remove(self, name, expect_ok=True):
+        return self.op("remove", [name], self.api("/VolumeDriver.Remove", {"Name": name}), expect_ok)
 
     def admin(self, kind, name, *args, expect_ok=True):
         def fn():
@@ -240,9 +282,10 @@ class Workload:
             return True, ""
         return self.op("write", [name], fn)
 
-    def restart(self, how):
+    def restart(self, how, detach=None):
         """Stops the daemon (SIGTERM, or SIGKILL inside a Create) and starts it: start-up recovery is
-        recorded too. The op is acknowledged by the restart, whatever the interrupted request did."""
+        recorded too. @detach: the pool partition (label) whose disk goes away while it is stopped.
+        The op is acknowledged by the restart, whatever the interrupted request did."""
         k = len(self.ops)
         if self.max_ops is not None and k >= self.max_ops:
             raise EnoughOps()
@@ -257,15 +300,115 @@ class Workload:
             p.wait()
         else:
             self.bed.stop()
+        if detach:
+            self.bed.unmount_all(keep_state=True)   # the partitions and binds the daemon left mounted
+            dm_remove(slice_of(detach, self.nparts))
+            self.missing.add(detach)
         self.bed.start(timeout=120)
         self.mark("A%d" % k)
         names = [name] if how == "kill" else []
-        for n in names:
-            self.model[n] = self.snapshot(n)
-        self.ops.append(("restart-" + how, tuple(names), True, ""))
+        self.refresh(names)
+        self.refresh()
+        self.ops.append(("restart-" + how + ("-without-" + detach if detach else ""), tuple(names), True, ""))
         self.after.append(copy.deepcopy(self.model))
+        self.missing_after.append(set(self.missing))
+
+    def attach(self, label, under):
+        """The detached disk comes back while the daemon runs: it serves it read-only (not adopted)."""
+        def fn():
+            self.missing.discard(label)
+            name = slice_of(label, self.nparts)
+            off = next(o for n, _, o in slices(self.nparts) if n == name)
+            dm_create(name, "0 %d linear %s %d" % (SLICE // 512, under, off // 512))
+            t0 = time.monotonic()
+            while time.monotonic() - t0 < 60:
+                self.bed.get("no-such-volume")   # a Get of an unknown name asks for a rescan
+                if len(self.bed.partition_mounts()) == self.nparts:
+                    return True, ""
+                time.sleep(0.5)
+            return False, "the daemon did not mount the disk that came back"
+        return self.op("attach", [], fn, refresh_all=True)
+
+    def adopt(self, label):
+        def fn():
+            rc, out = self.bed.admin("partition", "adopt", label)
+            return rc == 0, out
+        return self.op("adopt", [], fn, refresh_all=True)
+
+    def snap(self, name, snap):
+        """`volume snapshot`: answered, it is committed with the volume's tree of that instant."""
+        tree = nvtlib.files_below(self.bed.volume_dir(name))
+        ok = self.op("snapshot", [name], self.admin_fn("snapshot", name, snap))
+        if ok and self.model.get(name) and snap in self.model[name]["snaps"]:
+            self.model[name]["snaps"][snap] = tree
+            self.after[-1] = copy.deepcopy(self.model)
+        return ok
+
+    def rollback(self, name, snap):
+        """`volume rollback`: answered, the volume holds the snapshot's tree and nothing else."""
+        tree = self.model[name]["snaps"][snap]
+        ok = self.op("rollback", [name], self.admin_fn("rollback", name, snap))
+        if ok:
+            self.amend(name, files=dict(tree), exact=True)
+        return ok
+
+    def import_tar(self, name, tree, *opts):
+        """`volume import NAME < TAR` of a pax archive made here: answered, the volume exists with
+        the archive's tree, and nothing of it is visible before."""
+        path = os.path.join(self.bed.base, "import.tar")
+        with tarfile.open(path, "w", format=tarfile.PAX_FORMAT) as t:
+            dirs = sorted({os.path.dirname(r)[:i] for r in tree for i in range(len(r)) if r[i:i + 1] == "/"})
+            for d in dirs:
+                ti = tarfile.TarInfo(d)
+                ti.type, ti.mode = tarfile.DIRTYPE, 0o755
+                t.addfile(ti)
+            for rel, content in sorted(tree.items()):
+                ti = tarfile.TarInfo(rel)
+                ti.size, ti.mode, ti.uid, ti.gid, ti.mtime = len(content), 0o644, 1000, 1000, 1700000000
+                t.addfile(ti, io.BytesIO(content))
+
+        def fn():
+            with open(path, "rb") as f:
+                r = subprocess.run([self.bed.binary, "volume", "import", name, *opts, "--socket", self.bed.admin_sock],
+                                   stdin=f, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                   env=self.bed.env(), timeout=300)
+            return r.returncode == 0, r.stdout
+        ok = self.op("import", [name], fn)
+        if ok:
+            self.amend(name, files=dict(tree), exact=True)
+        return ok
+
+    def release(self, name):
+        """`volume release` (the admin request: Docker's answer is the command's part): answered, the
+        counts are cleared and stay cleared."""
+        def fn():
+            rc, out = self.bed.admin("volume", "show", name)
+            ids = (out.get("Admin") or {}).get("mount_ids") if isinstance(out, dict) else None
+            st, j = self.bed.admin_call("/Admin.VolumeRelease", {"Name": name, "Expect": ids or {}}, timeout=120)
+            return st == 200 and not (j or {}).get("Err"), j
+        return self.op("release", [name], fn)
+
+    def forget(self, name):
+        """`volume forget` of a volume whose disk is gone: answered, its index entry is gone (so it is
+        not listed while the disk is away) and its record and data stay on the disk."""
+        ok = self.op("forget", [name], self.admin_fn("forget", name))
+        if ok and self.after[-2].get(name):
+            self.model[name] = dict(copy.deepcopy(self.after[-2][name]), forgotten=True)
+            self.after[-1] = copy.deepcopy(self.model)
+        return ok
+
+    def admin_fn(self, kind, name, *args):
+        def fn():
+            rc, out = self.bed.admin("volume", kind, name, *args)
+            return rc == 0, out
+        return fn
 
     def run(self):
+        for sec in ("base", "snapshots", "release", "detach"):
+            if self.sections is None or sec in self.sections:
+                getattr(self, "run_" + sec)()
+
+    def run_base(self):
         a, b = PREFIX + "a", PREFIX + ("b" if self.nparts > 1 else "a")
         self.create("own", uid=1000, gid=1001, mode="0750", partition=a)
         self.create("lim", size="64M", inodes=2000, partition=b)
@@ -299,6 +442,40 @@ class Workload:
         self.create("late", partition=b, size="4M")
         self.remove("src")
 
+    def run_snapshots(self):
+        a, b = PREFIX + "a", PREFIX + ("b" if self.nparts > 1 else "a")
+        self.create("sv", partition=a, size="64M")
+        self.write_files("sv", {"data.bin": b"first state\n" * 400, "sub/keep": b"k", "big": os.urandom(200000)})
+        self.snap("sv", "s1")
+        self.mount("sv", "k1")
+        self.write_files("sv", {"data.bin": b"second state\n" * 300, "later": b"after s1"})
+        self.snap("sv", "s2")                    # of a volume in use
+        self.unmount("sv", "k1")
+        self.remove("sv", expect_ok=False)       # refused: it has snapshots; nothing changes
+        self.rollback("sv", "s1")
+        self.op("snapshot-rm", ["sv"], self.admin_fn("snapshot-rm", "sv", "s2"))
+        self.import_tar("imp", {"top": b"imported\n" * 200, "d/e/f": b"deep", "zeros": bytes(12288) + b"end"},
+                        "-o", "partition=" + b, "-o", "size=32M", "-o", "uid=1000", "-o", "gid=1000")
+
+    def run_release(self):
+        self.create("rel", partition=PREFIX + "a")
+        self.mount("rel", "r1")
+        self.mount("rel", "r1")
+        self.mount("rel", "r2")
+        self.release("rel")
+
+    def run_detach(self):
+        # The disk of the last partition goes (with the daemon stopped), its volumes are forgotten,
+        # it comes back while the daemon runs (read-only) and is adopted; a Create lands on it.
+        b = PREFIX + ("b" if self.nparts > 1 else "a")
+        self.restart("term", detach=b)
+        for n in ("lim", "imp"):
+            if self.model.get(n) and self.model[n]["part"] == b:
+                self.forget(n)
+        self.attach(b, "/dev/mapper/pwl-lw")
+        self.adopt(b)
+        self.create("adopted", partition=b, size="8M")
+
 
 # A Create that the kill interrupts (a child, so the parent's kill does not wait on its answer).
 CALL_SNIPPET = r"""
@@ -317,19 +494,20 @@ except OSError:
 # ---- the checks at a cut ----
 
 def expected_at(wl, marks_before):
-    """(expected model, names that may be either way, k of the op in flight or None) for a cut
-    after the marks @marks_before (names, in log order)."""
+    """(expected model, names that may be either way, k of the op in flight or None, labels of the
+    partitions whose disk is away) for a cut after the marks @marks_before (names, in log order).
+    In flight, the disks are as after the op: a detach or an attach is not a write."""
     if not marks_before:
-        return {}, {}, None
+        return {}, {}, None, set()
     last = marks_before[-1]
     k = int(last[1:])
     if last[0] == "A":
-        return wl.after[k], {}, None
+        return wl.after[k], {}, None, wl.missing_after[k]
     before = wl.after[k - 1] if k > 0 else {}
     if wl.ops[k][0] == "write":
-        return before, {}, k   # the user's files being written: only those written before must be there
+        return before, {}, k, wl.missing_after[k]   # the user's files being written: only those written before
     either = {n: (before.get(n), wl.after[k].get(n)) for n in wl.ops[k][1]}
-    return before, either, k
+    return before, either, k, wl.missing_after[k]
 
 
 def first_limit_step(wl, k, before_after):
@@ -345,10 +523,46 @@ def first_limit_step(wl, k, before_after):
     return [mid]
 
 
-def volume_problems(bed, name, spec, view):
-    """Why the volume as found (@view) is not @spec (None: must be absent)."""
+def snapshot_problems(root, name, spec, status):
+    """Why the snapshots of @name (Get's Status.snapshots, and their trees under @root) are not the
+    acknowledged ones: each answered snapshot listed and committed with its tree, each answered
+    snapshot-rm gone, nothing pending, no record or data without the other, no rollback leftover."""
+    bad = []
+    listed = sorted(x["name"] for x in status.get("snapshots") or [])
+    if listed != sorted(spec["snaps"]):
+        bad.append("snapshots %s, acknowledged %s" % (listed, sorted(spec["snaps"])))
+    store = os.path.join(root, "nvmevol", "snapshots", name)
+    for snap, tree in spec["snaps"].items():
+        if tree is None or snap not in listed:
+            continue
+        got = nvtlib.files_below(os.path.join(store, "data", snap))
+        if got != tree:
+            bad.append("snapshot %s holds %s, taken with %s" % (snap, sorted(got), sorted(tree)))
+    meta = sorted(os.listdir(os.path.join(store, "meta"))) if os.path.isdir(os.path.join(store, "meta")) else []
+    if meta != sorted(n + ".json" for n in listed):
+        bad.append("snapshot records %s, listed %s" % (meta, listed))
+    data = sorted(os.listdir(os.path.join(store, "data"))) if os.path.isdir(os.path.join(store, "data")) else []
+    if data != listed:
+        bad.append("snapshot data directories %s, listed %s" % (data, listed))
+    if os.path.lexists(os.path.join(store, "rollback")):
+        bad.append("a rollback's leftover %s/rollback after the start" % store)
+    return bad
+
+
+def volume_problems(bed, name, spec, view, missing=()):
+    """Why the volume as found (@view) is not @spec (None: must be absent); @missing: labels of
+    partitions whose disk is away at this cut."""
     if spec is None:
         return ["present, but it was never acknowledged or its Remove was"] if view.present else []
+    if spec["part"] in missing:
+        # Its disk is away: listed (from the index) unless forgotten; its data are checked on the disk.
+        if spec["forgotten"]:
+            bad = ["forgotten, but listed while its disk is away"] if view.present else []
+            return bad + (["forgotten, but its index entry is back"] if view.index is not None else [])
+        if not view.present:
+            return ["on a disk that is away, acknowledged, but not listed (Get: %s %s)" %
+                    (view.get_status, str(view.get)[:200])]
+        return []
     if not view.present:
         return ["acknowledged but gone (Get: %s %s)" % (view.get_status, str(view.get)[:200])]
     bad = []
@@ -365,6 +579,10 @@ def volume_problems(bed, name, spec, view):
     d = bed.volume_dir(name)
     if d is None:
         return bad + ["no directory on any partition"]
+    if spec["exact"]:
+        got = nvtlib.files_below(d)
+        if sorted(got) != sorted(spec["files"]):
+            bad.append("holds %s, acknowledged %s" % (sorted(got), sorted(spec["files"])))
     for rel, content in spec["files"].items():
         try:
             with open(os.path.join(d, rel), "rb") as f:
@@ -374,6 +592,21 @@ def volume_problems(bed, name, spec, view):
             continue
         if got != content:
             bad.append("file %s holds %d bytes, not the %d written" % (rel, len(got), len(content)))
+    return bad + snapshot_problems(os.path.dirname(os.path.dirname(os.path.dirname(d))), name, spec, s)
+
+
+def on_disk_problems(root, name, spec):
+    """A volume on a disk that was away at the cut (forgotten or not): its record and tree stay."""
+    bad = []
+    if not os.path.isfile(os.path.join(root, "nvmevol", "meta", name + ".json")):
+        bad.append("its record is gone from its disk")
+    d = os.path.join(root, "nvmevol", "volumes", name)
+    got = nvtlib.files_below(d) if os.path.isdir(d) else None
+    if got is None:
+        return bad + ["its directory is gone from its disk"]
+    for rel, content in spec["files"].items():
+        if got.get(rel) != content:
+            bad.append("file %s not as written" % rel)
     return bad
 
 
@@ -394,21 +627,25 @@ def clone_independent(bed, name, spec):
     return [] if nvtlib.files_below(sd) == before else ["writing clone %s changed its source %s" % (name, src)]
 
 
-def check_cut(bed, wl, nparts, marks_before, counts):
-    """Starts the daemon on the rebuilt slices and returns the violations found."""
+def check_cut(bed, wl, nparts, marks_before, counts, under):
+    """Starts the daemon on the rebuilt slices (the disks away at the cut left out) and returns the
+    violations found."""
     bad = []
-    model, either, inflight = expected_at(wl, marks_before)
+    model, either, inflight, missing = expected_at(wl, marks_before)
+    make_slices(under, nparts, only={lb for _, lb, _ in slices(nparts)} - set(missing))
     st_dev = "/dev/mapper/pwl-st"
     if sh("mount", "-t", "xfs", st_dev, bed.state, check=False).returncode:
         return ["the state filesystem does not mount: %s" % sh("dmesg", check=False).stdout[-400:]]
+    away = []   # (name, spec) of volumes on a disk away at the cut: checked on the disk afterwards
     try:
         try:
             bed.start(timeout=120)
         except RuntimeError as e:
             return ["the daemon does not start: %s" % str(e)[-600:]]
         mounted = bed.partition_mounts()
-        if len(mounted) != nparts:
-            bad.append("the daemon mounted %d of %d partitions: %s" % (len(mounted), nparts, bed.log_tail(8)))
+        if len(mounted) != nparts - len(missing):
+            bad.append("the daemon mounted %d of %d partitions: %s" % (len(mounted), nparts - len(missing),
+                                                                       bed.log_tail(8)))
         names = set(model) | set(either)
         st, j = bed.call("/VolumeDriver.List", {})
         listed = {v["Name"] for v in (j or {}).get("Volumes") or []}
@@ -416,23 +653,34 @@ def check_cut(bed, wl, nparts, marks_before, counts):
             bad.append("List has %s, never acknowledged nor in flight" % n)
         for n in sorted(names):
             v = nvtlib.VolumeView(bed, n)
+            spec = model.get(n)
+            if spec and spec["part"] in missing:
+                probs = ["%s: %s" % (n, p) for p in volume_problems(bed, n, spec, v, missing)]
+                if v.index is not None and not nvtlib.crc_trailer_ok(v.index):
+                    probs.append("%s: index entry fails its CRC" % n)
+                away.append((n, spec))
+                bad += probs
+                continue
             probs = ["%s: %s" % (n, p) for p in nvtlib.consistency_problems(bed, v)]
             if n in either:
                 specs = list(either[n]) + first_limit_step(wl, inflight, either[n])
-                alts = [volume_problems(bed, n, spec, v) for spec in specs]
+                alts = [volume_problems(bed, n, sp, v, missing) for sp in specs]
                 if len(alts) > 2 and alts[0] and alts[1] and not alts[2]:
                     counts["first_limit_id_only"] = counts.get("first_limit_id_only", 0) + 1
                 if all(alts):
-                    probs += ["%s (op %d in flight): neither before nor after it: %s" %
-                              (n, inflight, "; ".join(alts[0] + ["|"] + alts[1]))]
+                    probs += ["%s (op %d %s in flight): neither before nor after it: %s" %
+                              (n, inflight, wl.ops[inflight][0], "; ".join(alts[0] + ["|"] + alts[1]))]
                 spec = next((sp for sp, a in zip(specs, alts) if not a), specs[0])
             else:
-                spec = model.get(n)
-                probs += ["%s: %s" % (n, p) for p in volume_problems(bed, n, spec, v)]
+                probs += ["%s: %s" % (n, p) for p in volume_problems(bed, n, spec, v, missing)]
             if spec and spec["clone_of"] and v.present and not probs:
                 probs += clone_independent(bed, n, spec)
             bad += probs
         bad += ["left behind: %s" % x for x in nvtlib.leftovers(bed)]
+        for r in bed.fs_roots():
+            d = os.path.join(r, "nvmevol", "imports")
+            for x in os.listdir(d) if os.path.isdir(d) else []:
+                bad.append("left behind: an import's directory nvmevol/imports/%s after the start" % x)
         for x in os.listdir(os.path.join(bed.state, "index")) if os.path.isdir(os.path.join(bed.state, "index")) else []:
             nm = x[:-5] if x.endswith(".json") else x
             if nm not in names:
@@ -441,6 +689,22 @@ def check_cut(bed, wl, nparts, marks_before, counts):
         bed.stop() if bed.alive() else None
         bed.unmount_all()
         sh("umount", bed.state, check=False)
+    if missing:
+        # The disks that were away: attached now, each volume acknowledged on one still there.
+        make_slices(under, nparts, only=set(missing))
+        chk = os.path.join(bed.base, "away")
+        os.makedirs(chk, exist_ok=True)
+        for label in sorted(missing):
+            dev = "/dev/mapper/" + slice_of(label, nparts)
+            if sh("mount", "-t", "xfs", dev, chk, check=False).returncode:
+                bad.append("the disk %s that was away does not mount" % label)
+                continue
+            try:
+                for n, spec in away:
+                    if spec["part"] == label:
+                        bad += ["%s (disk away): %s" % (n, p) for p in on_disk_problems(chk, n, spec)]
+            finally:
+                sh("umount", chk, check=False)
     t = time.monotonic()
     for name, label, _ in slices(nparts):
         r = sh("xfs_repair", "-n", "/dev/mapper/" + name, check=False)
@@ -463,7 +727,7 @@ def record(args, bed, rnd):
     sh("mount", "-t", "xfs", "/dev/mapper/pwl-st", bed.state)
     t0 = time.monotonic()
     bed.start(timeout=120)
-    wl = Workload(bed, mark, args.parts, rnd, args.ops)
+    wl = Workload(bed, mark, args.parts, rnd, args.ops, args.sections.split(",") if args.sections else None)
     try:
         wl.run()
     except EnoughOps:
@@ -516,7 +780,20 @@ def cut_plan(lg, args, rnd):
         # The plain writes first: one to a sector a FUA write also wrote never covers the durable one.
         sub = rnd.sample(ws, rnd.randint(1, len(ws)))   # all of them: the flush's own data alone missing
         out.append((start, "reorder", tuple(sub + fua)))
-    out.sort(key=lambda c: (c[0], c[1] != "reorder"))
+    # Torn writes: as a reordering, and the last plain write applied is one of several 4 KiB blocks
+    # of which only the first ones persisted (a prefix; each 4 KiB block is atomic).
+    blk = max(1, TORN_UNIT // lg.sectorsize)
+    tearable = [(start, ws, fua) for start, ws, fua in epochs
+                if any(lg.entries[i].nr_sectors >= 2 * blk for i in ws)]
+    for start, ws, fua in rnd.sample(tearable, min(args.torn, len(tearable))):
+        big = [i for i in ws if lg.entries[i].nr_sectors >= 2 * blk]
+        t = rnd.choice(big)
+        rest = [i for i in ws if i != t]
+        sub = rnd.sample(rest, rnd.randint(0, len(rest)))
+        n = lg.entries[t].nr_sectors
+        keep = blk * rnd.randint(1, (n - 1) // blk)
+        out.append((start, "torn", tuple(sub + [(t, keep)] + fua)))
+    out.sort(key=lambda c: (c[0], c[1] not in ("reorder", "torn")))
     return out
 
 
@@ -541,14 +818,15 @@ def replay(args, bed, wl, lg, rnd, counts):
         if sub:
             fd = os.open(snap, os.O_RDWR)
             for i in sub:
-                rp.apply(lg.entries[i], fd)
+                # (index, sectors): a torn write, only its first sectors persisted
+                i, nsec = i if isinstance(i, tuple) else (i, None)
+                rp.apply(lg.entries[i], fd, nsec)
             os.fsync(fd)
             os.close(fd)
-        make_slices(snap, args.parts)
         before = [m for i, m in sorted(names.items()) if i < pos and m.startswith(("A", "B"))]
         t = time.monotonic()
         try:
-            bad = check_cut(bed, wl, args.parts, before, counts)
+            bad = check_cut(bed, wl, args.parts, before, counts, snap)
         except Exception as e:   # noqa: BLE001 - a check that cannot finish is a failed cut, not a stop
             tb = traceback.extract_tb(e.__traceback__)[-1]
             xfs = [ln for ln in sh("dmesg", check=False).stdout.splitlines() if "XFS" in ln][-4:]
@@ -559,8 +837,11 @@ def replay(args, bed, wl, lg, rnd, counts):
             dm_remove("pwl-snap")
         counts[kind] = counts.get(kind, 0) + 1
         counts["check_s"] = counts.get("check_s", 0) + time.monotonic() - t
-        what = "%s at entry %d (after mark %s)%s" % (kind, pos, before[-1] if before else "-",
-                                                      " with %d writes of its epoch" % len(sub) if sub else "")
+        torn = [x for x in sub or () if isinstance(x, tuple)]
+        what = "%s at entry %d (after mark %s)%s%s" % (
+            kind, pos, before[-1] if before else "-", " with %d writes of its epoch" % len(sub) if sub else "",
+            ", entry %d torn after %d of its %d sectors" % (torn[0][0], torn[0][1], lg.entries[torn[0][0]].nr_sectors)
+            if torn else "")
         # Under --sabotage a violation is what is looked for: its lines are not test results.
         tag = ("REPORTED" if bad else "MISSED") if args.sabotage else ("FAIL" if bad else "PASS")
         if bad:
@@ -583,8 +864,12 @@ def main():
     ap.add_argument("--mark-sample", type=int, default=None, help="replay this many answers (default all)")
     ap.add_argument("--flush-sample", type=int, default=None, help="replay this many flush points (default all)")
     ap.add_argument("--reorders", type=int, default=20)
+    ap.add_argument("--torn", type=int, default=10, help="replay this many epochs with one write torn")
+    ap.add_argument("--sections", default=None,
+                    help="the parts of the workload, comma separated: base,snapshots,release,detach (default all)")
     ap.add_argument("--seed", type=int, default=None)
-    ap.add_argument("--sabotage", action="store_true")
+    ap.add_argument("--sabotage", nargs="?", const="file", choices=("file", "snapshot"), default=None,
+                    help="NVMEVOL_TEST_SKIP_FSYNC=file (every state file) or =snapshot (snapshot records only)")
     ap.add_argument("--ops", type=int, default=None, help="stop the workload after this many requests")
     ap.add_argument("--binary", default=nvtlib.default_binary())
     args = ap.parse_args()
@@ -600,7 +885,7 @@ def main():
             f.write(v)
     env = {"NVMEVOL_SELFTEST": "off"}
     if args.sabotage:
-        env["NVMEVOL_TEST_SKIP_FSYNC"] = "file"
+        env["NVMEVOL_TEST_SKIP_FSYNC"] = args.sabotage
     base = "/tmp/pwl%d" % args.parts
     os.makedirs(base, exist_ok=True)
     bed = Bed(base, args.binary, env)
@@ -616,18 +901,18 @@ def main():
     cuts, failed = replay(args, bed, wl, lg, rnd, counts)
     fl = lg.flush_points()
     print("powerloss figures: parts=%d ops=%d entries=%d writes=%d flush_points=%d marks=%d cuts=%d "
-          "mark_cuts=%d flush_cuts=%d reorder_cuts=%d violations=%d failed_cuts=%d record_s=%.0f "
+          "mark_cuts=%d flush_cuts=%d reorder_cuts=%d torn_cuts=%d violations=%d failed_cuts=%d record_s=%.0f "
           "first_limit_id_only=%d check_s_per_cut=%.1f repair_s_per_cut=%.1f seconds=%.0f seed=%d"
           % (args.parts, len(wl.ops), len(lg.entries), sum(e.is_write() for e in lg.entries), len(fl),
-             len(lg.marks()), cuts, counts.get("mark", 0), counts.get("flush", 0), counts.get("reorder", 0),
+             len(lg.marks()), cuts, counts.get("mark", 0), counts.get("flush", 0), counts.get("reorder", 0), counts.get("torn", 0),
              counts.get("violations", 0), failed, rec_s, counts.get("first_limit_id_only", 0),
              counts.get("check_s", 0) / max(cuts, 1),
              counts.get("repair_s", 0) / max(cuts, 1), time.monotonic() - t0, seed), flush=True)
     lg.close()
     if args.sabotage:
         # One test: passes when the missing flush was reported at a cut.
-        print("[%s] powerloss-sabotage: the skipped fsync was reported at %d of %d cuts (%d violations)" %
-              ("PASS" if failed else "FAIL", failed, cuts, counts.get("violations", 0)), flush=True)
+        print("[%s] powerloss-sabotage-%s: the skipped fsync was reported at %d of %d cuts (%d violations)" %
+              ("PASS" if failed else "FAIL", args.sabotage, failed, cuts, counts.get("violations", 0)), flush=True)
         print("%d passed, %d failed" % (1 if failed else 0, 0 if failed else 1), flush=True)
         return 0 if failed else 1
     ok = cuts - failed + (0 if wl.unexpected else 1)
