@@ -93,7 +93,7 @@ stage_deps() {
 	apt-get update -qq || return 1
 	apt-get install -y -qq --no-install-recommends \
 		build-essential meson ninja-build pkg-config clang libclang-rt-14-dev \
-		libmicrohttpd-dev libjansson-dev libmount-dev libblkid-dev libcriterion-dev \
+		libmicrohttpd-dev libjansson-dev libmount-dev libblkid-dev libcriterion-dev libzstd-dev zstd \
 		xfsprogs util-linux fdisk dmsetup acl attr fio strace valgrind python3 curl jq \
 		qemu-system-x86 cpio kmod busybox-static \
 		docker.io docker-registry docker-compose debootstrap iproute2 podman libcap2-bin \

@@ -39,6 +39,8 @@ typedef struct Level {
 
 typedef struct Writer {
 	int out;
+	TarWriteFn fn; /* if set, instead of out */
+	void *fn_data;
 	volatile sig_atomic_t *stop;
 	char *obuf;
 	size_t olen;
@@ -71,7 +73,7 @@ static int out_flush(Writer *w)
 
 	if (w->stop && *w->stop)
 		return -EINTR;
-	r = w->olen ? write_all(w->out, w->obuf, w->olen) : 0;
+	r = !w->olen ? 0 : w->fn ? w->fn(w->fn_data, w->obuf, w->olen) : write_all(w->out, w->obuf, w->olen);
 	w->olen = 0;
 	return r;
 }
@@ -597,10 +599,9 @@ static int entry(Writer *w, const char *name)
 	}
 }
 
-int tar_write_tree(int dirfd, int out, volatile sig_atomic_t *stop, TarWriteStats *ret_stats, char **reterr_msg)
+static int write_tree(Writer w, int dirfd, TarWriteStats *ret_stats, char **reterr_msg)
 {
 	static const char end[2 * BLOCK];
-	Writer w = { .out = out, .stop = stop };
 	struct stat st;
 	int r;
 
@@ -664,4 +665,16 @@ int tar_write_tree(int dirfd, int out, volatile sig_atomic_t *stop, TarWriteStat
 	}
 	*ret_stats = w.st;
 	return 0;
+}
+
+int tar_write_tree(int dirfd, int out, volatile sig_atomic_t *stop, TarWriteStats *ret_stats, char **reterr_msg)
+{
+	return write_tree((Writer){ .out = out, .stop = stop }, dirfd, ret_stats, reterr_msg);
+}
+
+int tar_write_tree_to(int dirfd, TarWriteFn fn, void *userdata, volatile sig_atomic_t *stop, TarWriteStats *ret_stats,
+		      char **reterr_msg)
+{
+	return write_tree((Writer){ .out = -EBADF, .fn = fn, .fn_data = userdata, .stop = stop }, dirfd, ret_stats,
+			  reterr_msg);
 }
