@@ -93,7 +93,7 @@ stage_deps() {
 	apt-get update -qq || return 1
 	apt-get install -y -qq --no-install-recommends \
 		build-essential meson ninja-build pkg-config clang libclang-rt-14-dev \
-		libmicrohttpd-dev libjansson-dev libmount-dev libblkid-dev libcriterion-dev \
+		libmicrohttpd-dev libjansson-dev libmount-dev libblkid-dev libcriterion-dev libzstd-dev zstd \
 		xfsprogs util-linux fdisk dmsetup acl attr fio strace valgrind python3 curl jq \
 		qemu-system-x86 cpio kmod busybox-static \
 		docker.io docker-registry docker-compose debootstrap iproute2 podman libcap2-bin \
@@ -147,11 +147,10 @@ stage_drift() { tests/drift/drift.sh; }
 # dashboard and the rules against a real Prometheus and node_exporter on two running nvmevol, one of them
 # in the qemu guest for quota and NVMe (about 80 s).
 stage_monitoring() { tests/monitoring/run.sh; }
-# The qemu suites (quota, NVMe, clones under quota, power loss); one "N passed, N failed" line for the stage.
-stage_qemu() {
-	local p=0 f=0 rc=0 out line
-	# NVMEVOL_QEMU_SUITES: other scripts in their place (to check this stage's counting on fakes).
-	for suite in ${NVMEVOL_QEMU_SUITES:-tests/qemu/run-quota-tests.sh tests/qemu/run-nvme-tests.sh tests/qemu/run-clone-quota-tests.sh tests/qemu/run-powerloss-tests.sh}; do
+# run_suites SCRIPT...: runs each, then one "N passed, N failed" line for all (a stage's count is its last such line).
+run_suites() {
+	local p=0 f=0 rc=0 out line suite
+	for suite in "$@"; do
 		out=$(mktemp)
 		"$suite" 2>&1 | tee "$out"
 		[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
@@ -166,9 +165,14 @@ stage_qemu() {
 	echo "$p passed, $f failed"
 	return $rc
 }
+# The qemu suites (quota, NVMe, clones under quota, power loss).
+# NVMEVOL_QEMU_SUITES: other scripts in their place (to check this stage's counting on fakes).
+# shellcheck disable=SC2086
+stage_qemu() { run_suites ${NVMEVOL_QEMU_SUITES:-tests/qemu/run-quota-tests.sh tests/qemu/run-nvme-tests.sh tests/qemu/run-clone-quota-tests.sh tests/qemu/run-powerloss-tests.sh}; }
 stage_e2e() { tests/e2e/run.sh; }
 stage_compose() { tests/e2e/compose.sh; }
-stage_clone() { tests/e2e/clone-pg.sh; }
+# PostgreSQL under pgbench: cloned (clone-pg.sh), snapshotted, exported and imported (snapshot-pg.sh).
+stage_clone() { run_suites tests/e2e/clone-pg.sh tests/e2e/snapshot-pg.sh; }
 stage_swarm() { tests/swarm/run.sh; }
 stage_admin() { tests/e2e/admin.sh; }
 stage_host() { tests/e2e/host.sh; }

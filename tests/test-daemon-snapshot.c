@@ -5,7 +5,8 @@
  * and its costs, show and Status, rollback (refused while in use), remove
  * (and a volume Remove refused while it has snapshots), a restart and a
  * kill, what start-up does with what a crash left, and every refusal (bad
- * names, unknown volume or snapshot, a name taken) changing nothing.
+ * names, unknown volume or snapshot, a name taken) changing nothing. Export
+ * and import: plain and zstd, through GNU tar and bsdtar, and broken streams.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -937,4 +938,132 @@ Test(daemon_snapshot, a_hostile_or_broken_stream_gets_a_clear_err_and_leaves_not
 	/* A name that exists is refused before anything is read. */
 	cr_assert_eq(import_from(path, "evil", NULL), 1);
 	cr_assert(strstr(err, "exists"), "%s", err);
+}
+
+/* ---- zstd: export --compress, import by magic (src/cli/compress.c) ---- */
+
+/* The magic of a zstd frame, 28 B5 2F FD, at the start of @file. */
+static bool is_zstd(const char *file)
+{
+	unsigned char m[4] = { 0 };
+	FILE *f = fopen(file, "rb");
+	size_t n = f ? fread(m, 1, 4, f) : 0;
+
+	if (f)
+		fclose(f);
+	return n == 4 && memcmp(m, "\x28\xb5\x2f\xfd", 4) == 0;
+}
+
+Test(daemon_snapshot, a_zstd_export_is_restored_by_both_tars_after_zstd_d_and_imported_again)
+{
+	char vol[512], zst[600], tarf[600], cmd[2048], g[700], b[700], back[512], mnt[600], why[1024];
+
+	create_volume("zx", "");
+	testbed_volume_dir(&tb, 0, "zx", vol, sizeof(vol));
+	rich_tree(vol);
+	snprintf(zst, sizeof(zst), "%s/zx.tar.zst", tb.dir);
+	/* export_to takes the command's arguments after "volume export". */
+	cr_assert_eq(export_to(zst, "zx --compress zstd", NULL), 0, "%s", err);
+	cr_assert(is_zstd(zst), "--compress zstd did not write a zstd stream");
+	snprintf(tarf, sizeof(tarf), "%s/zx.tar", tb.dir);
+	snprintf(cmd, sizeof(cmd), "zstd -q -d -c '%s' > '%s'", zst, tarf);
+	cr_assert_eq(RUN("sh", "-c", cmd), 0, "zstd -d refused the export");
+	testbed_part_mountpoint(&tb, 0, mnt, sizeof(mnt));
+	snprintf(g, sizeof(g), "%s/zgnu", mnt);
+	restore_and_compare(tarf, vol, g, TREECMP_SKIP_ATIME | TREECMP_SKIP_XFS_ACL_ALIAS,
+			    (const char *const[]){ "tar", "-xpf", tarf, "--xattrs", "--xattrs-include=*", "--acls",
+						   "--numeric-owner", "-C", g, NULL });
+	snprintf(b, sizeof(b), "%s/zbsd", mnt);
+	restore_and_compare(tarf, vol, b, TREECMP_SKIP_ROOT_META | TREECMP_SKIP_XFS_ACL_ALIAS,
+			    (const char *const[]){ "bsdtar", "-xpf", tarf, "--xattrs", "--acls", "--numeric-owner",
+						   "-C", b, NULL });
+	/* Import tells the zstd stream by its first bytes. */
+	cr_assert_eq(import_from(zst, "zback", "-o dev=true"), 0, "%s", err);
+	testbed_volume_dir(&tb, 0, "zback", back, sizeof(back));
+	cr_assert_eq(treecmp(vol, back, TREECMP_SKIP_XFS_ACL_ALIAS, why, sizeof(why)), 0, "zstd export, import: %s", why);
+	/* A level; and zstd's own stream of a GNU tar archive goes in as well. */
+	cr_assert_eq(export_to(zst, "zx --compress zstd:19", NULL), 0, "%s", err);
+	snprintf(cmd, sizeof(cmd), "zstd -q -t '%s'", zst);
+	cr_assert_eq(RUN("sh", "-c", cmd), 0, "zstd -t refused the level-19 export");
+	snprintf(cmd, sizeof(cmd), "tar --format=posix --sparse --sparse-version=1.0 --xattrs --xattrs-include='*' --acls "
+		 "--numeric-owner -cpf - -C '%s' . | zstd -q -1 > '%s'", vol, zst);
+	cr_assert_eq(RUN("sh", "-c", cmd), 0);
+	cr_assert_eq(import_from(zst, "zgnu", "-o dev=true"), 0, "%s", err);
+	testbed_volume_dir(&tb, 0, "zgnu", back, sizeof(back));
+	cr_assert_eq(treecmp(vol, back, TREECMP_SKIP_XFS_ACL_ALIAS, why, sizeof(why)), 0,
+		     "tar | zstd, import: %s", why);
+}
+
+Test(daemon_snapshot, a_bad_compress_level_is_a_usage_error_before_anything_is_taken)
+{
+	static const struct {
+		const char *args, *err;
+	} cases[] = {
+		{ "zl --compress zstd:0", "a level from 1 to 19, not '0'" },
+		{ "zl --compress zstd:20", "a level from 1 to 19, not '20'" },
+		{ "zl --compress zstd:fast", "a level from 1 to 19, not 'fast'" },
+		{ "zl --compress zstd:", "a level from 1 to 19, not ''" },
+		{ "zl --compress gzip", "takes zstd or zstd:LEVEL, not 'gzip'" },
+	};
+	char file[600];
+
+	create_volume("zl", "");
+	snprintf(file, sizeof(file), "%s/zl.out", tb.dir);
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		cr_assert_eq(export_to(file, cases[i].args, NULL), 2, "%s: %s", cases[i].args, err);
+		cr_assert(strstr(err, cases[i].err), "%s: %s", cases[i].args, err);
+	}
+	cr_assert_eq(ADMIN("volume", "snapshots", "zl", "--json"), 0, "%s", err);
+	cr_assert(!strstr(out, "export-"), "a bad level took a snapshot: %s", out);
+}
+
+Test(daemon_snapshot, a_truncated_or_damaged_zstd_stream_gets_a_clear_err_and_leaves_nothing)
+{
+	static char block[1 << 20];
+	static const struct {
+		const char *file, *make, *err;
+	} cases[] = {
+		/* Cut in the middle: the decompressor runs out inside the frame. */
+		{ "half.zst", "head -c $(( $(stat -c %s good.zst) / 2 )) good.zst", "ends in the middle of a frame" },
+		/* Only the frame's checksum missing: the tar inside is whole, the stream is not. */
+		{ "nochecksum.zst", "head -c -4 good.zst", "ends in the middle of a frame" },
+		/* The checksum wrong: the bytes are not the ones compressed. */
+		{ "badchecksum.zst", "head -c -4 good.zst; printf '\\001\\002\\003\\004'", "zstd stream is damaged" },
+		/* The magic and nothing more. */
+		{ "magic.zst", "printf '\\050\\265\\057\\375'", "zstd stream" },
+		{ "stream.gz", "gzip -c good.tar", "gzip -dc" },
+		{ "stream.xz", "xz -c good.tar", "xz -dc" },
+	};
+	char vol[512], dir[600], cmd[2048], path[800], imp[600], names[1024];
+
+	create_volume("zsrc", "");
+	testbed_volume_dir(&tb, 0, "zsrc", vol, sizeof(vol));
+	for (size_t i = 0; i < sizeof(block); i++)
+		block[i] = (char)(i * 13 + i / 4093);
+	for (int i = 0; i < 4; i++) {
+		char rel[16];
+		snprintf(rel, sizeof(rel), "f%d", i);
+		put(vol, rel, block, sizeof(block));
+	}
+	snprintf(dir, sizeof(dir), "%s/zbad", tb.dir);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	snprintf(path, sizeof(path), "%s/good.zst", dir);
+	cr_assert_eq(export_to(path, "zsrc --compress zstd", NULL), 0, "%s", err);
+	snprintf(path, sizeof(path), "%s/good.tar", dir);
+	cr_assert_eq(export_to(path, "zsrc", NULL), 0, "%s", err);
+	for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+		snprintf(cmd, sizeof(cmd), "cd '%s' && { %s; } > '%s'", dir, cases[i].make, cases[i].file);
+		cr_assert_eq(RUN("bash", "-c", cmd), 0, "could not make %s", cases[i].file);
+		snprintf(path, sizeof(path), "%s/%s", dir, cases[i].file);
+		cr_assert_eq(import_from(path, "zevil", NULL), 1, "%s was imported: %s", cases[i].file, out);
+		cr_assert(strstr(err, cases[i].err) && strstr(err, "nothing was created"), "%s: %s", cases[i].file, err);
+		cr_assert_neq(tb_call(&tb, "Get", &rep, "{\"Name\":\"zevil\"}"), 0, "%s left a volume", cases[i].file);
+		imports_dir(imp, sizeof(imp));
+		cr_assert_eq(testbed_count_entries(imp), 0, "%s left its import directory", cases[i].file);
+		listing(tb.prop, names, sizeof(names));
+		cr_assert(!strstr(names, ".import-"), "%s left its bind: %s", cases[i].file, names);
+	}
+	/* The control: the whole stream goes in. */
+	snprintf(path, sizeof(path), "%s/good.zst", dir);
+	cr_assert_eq(import_from(path, "zevil", NULL), 0, "%s", err);
 }

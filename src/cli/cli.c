@@ -168,7 +168,7 @@ static const CliCommand commands[] = {
 	  "namespace it can see has it mounted. The snapshot is kept.\n"
 	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
 	  CLI_OPTS_TARGET, 2, 2, cmd_volume_rollback, true },
-	{ "volume export", "NAME [--snapshot SNAPSHOT] > FILE",
+	{ "volume export", "NAME [--snapshot SNAPSHOT] [--compress zstd[:LEVEL]] > FILE",
 	  "Writes a volume as a POSIX pax archive to standard output, for GNU tar or\n"
 	  "bsdtar to restore (tar -xpf FILE --xattrs --xattrs-include='*' --acls):\n"
 	  "owners, modes, nanosecond times, extended attributes (file capabilities\n"
@@ -180,11 +180,14 @@ static const CliCommand commands[] = {
 	  "it there (run it as root on the Docker host). What was written is said on\n"
 	  "standard error (--json: as JSON).\n"
 	  "\nOptions:\n"
-	  "  --snapshot SNAP  export that snapshot of the volume\n" TARGET_HELP EXIT_HELP,
-	  CLI_OPTS_TARGET | CLI_OPT_SNAPSHOT, 1, 1, cmd_volume_export, true },
+	  "  --snapshot SNAP  export that snapshot of the volume\n"
+	  "  --compress zstd[:LEVEL]  write the archive as a zstd stream (zstd -dc\n"
+	  "                   restores the tar); LEVEL 1 (the default, fastest) to 19\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET | CLI_OPT_SNAPSHOT | CLI_OPT_COMPRESS, 1, 1, cmd_volume_export, true },
 	{ "volume import", "NAME [-o KEY=VALUE]... < FILE",
 	  "Creates volume NAME from a tar stream on standard input (what volume export,\n"
-	  "GNU tar or bsdtar write: ustar, pax, GNU long names, GNU sparse 1.0), with the\n"
+	  "GNU tar or bsdtar write: ustar, pax, GNU long names, GNU sparse 1.0; as it\n"
+	  "is or zstd-compressed, told by its first bytes), with the\n"
 	  "options of docker volume create (-o size=20G -o uid=999 ...). The volume\n"
 	  "exists only once the whole stream is in: a stream that is damaged, cut\n"
 	  "short, or names anything outside the volume (an absolute name, '..', a\n"
@@ -338,6 +341,7 @@ static const CliOptionDef option_defs[] = {
 	{ "snapshot", CLI_OPT_SNAPSHOT, offsetof(CliArgs, snapshot) },
 	{ "to", CLI_OPT_TO, offsetof(CliArgs, to) },
 	{ "from", CLI_OPT_FROM, offsetof(CliArgs, from) },
+	{ "compress", CLI_OPT_COMPRESS, offsetof(CliArgs, compress) },
 };
 
 /* One pass over every option of every command; the words that are not options end up in a->args. */

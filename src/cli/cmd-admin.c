@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli/admin-client.h"
+#include "cli/compress.h"
 #include "admin-protocol.h"
 #include "cli/cmd-admin.h"
 #include "cli/docker-client.h"
@@ -851,7 +852,7 @@ static int open_bound(const CliArgs *a, const AdminTarget *t, const json_t *j, i
 }
 
 /* Writes the archive of the export @j (open) to standard output. */
-static int export_write(const CliArgs *a, const AdminTarget *t, const json_t *j, TarWriteStats *st)
+static int export_write(const CliArgs *a, const AdminTarget *t, const json_t *j, int level, TarWriteStats *st)
 {
 	_cleanup_free_ char *err = NULL;
 	_cleanup_close_ int fd = -EBADF;
@@ -865,7 +866,19 @@ static int export_write(const CliArgs *a, const AdminTarget *t, const json_t *j,
 	(void)sigaction(SIGTERM, &sa, NULL);
 	(void)sigaction(SIGHUP, &sa, NULL);
 	(void)sigaction(SIGPIPE, &ign, NULL);
-	r = tar_write_tree(fd, STDOUT_FILENO, &export_stop, st, &err);
+	if (level > 0) {
+		_cleanup_(compress_out_freep) CompressOut *z = NULL;
+
+		r = compress_out_new(STDOUT_FILENO, level, &z, &err);
+		if (r == 0)
+			r = tar_write_tree_to(fd, compress_out_write, z, &export_stop, st, &err);
+		if (r == 0)
+			r = compress_out_finish(z);
+		if (r < 0 && z && compress_out_error(z))
+			return cli_fail(a, "the export of %s failed: %s; what was written is not a whole stream",
+					str(j, "volume"), compress_out_error(z));
+	} else
+		r = tar_write_tree(fd, STDOUT_FILENO, &export_stop, st, &err);
 	if (r < 0)
 		return cli_fail(a, "the export of %s failed: %s; what was written is not a whole archive",
 				str(j, "volume"), err ? err : errno_str(r));
@@ -876,11 +889,14 @@ int cmd_volume_export(const CliArgs *a, char **args, int n)
 {
 	_cleanup_(admin_target_done) AdminTarget t = { 0 };
 	_cleanup_(json_decrefp) json_t *req = NULL, *j = NULL, *creq = NULL, *closed = NULL, *sum = NULL;
+	_cleanup_free_ char *err = NULL;
 	TarWriteStats st = { 0 };
-	int r, rc;
+	int r, rc, level = 0; /* 0: not compressed */
 
 	if (a->snapshot && (r = check_snapshot_name(a, a->snapshot)) != 0)
 		return r;
+	if (a->compress && compress_parse(a->compress, &level, &err) < 0)
+		return cli_usage_error(a, "%s", err);
 	if (isatty(STDOUT_FILENO))
 		return cli_fail(a, "the archive goes to standard output, which is a terminal: redirect it (> FILE, | zstd, "
 				"| ssh HOST ...)");
@@ -889,7 +905,7 @@ int cmd_volume_export(const CliArgs *a, char **args, int n)
 		return cli_fail(a, "out of memory");
 	if ((r = ask(a, &t, ADMIN_PATH_VOLUME_EXPORT_OPEN, req, &j)) != 0)
 		return r;
-	rc = export_write(a, &t, j, &st);
+	rc = export_write(a, &t, j, level, &st);
 	/* Always: the bind goes, and a temporary snapshot with it. */
 	creq = json_pack("{s:s,s:s}", "Name", args[0], "Token", str(j, "token") ? str(j, "token") : "");
 	r = creq ? call(a, &t, ADMIN_PATH_VOLUME_EXPORT_CLOSE, creq, &closed) : cli_fail(a, "out of memory");
@@ -917,6 +933,7 @@ int cmd_volume_import(const CliArgs *a, char **args, int n)
 	_cleanup_(json_decrefp) json_t *opts = json_object(), *req = NULL, *j = NULL, *fin = NULL, *done = NULL;
 	_cleanup_free_ char *err = NULL;
 	_cleanup_close_ int fd = -EBADF;
+	_cleanup_(compress_in_freep) CompressIn *zin = NULL;
 	struct sigaction sa = { .sa_handler = on_stop_signal };
 	TarReadLimits lim = { .max_entries = 10000000 };
 	TarReadStats st = { 0 };
@@ -940,12 +957,17 @@ int cmd_volume_import(const CliArgs *a, char **args, int n)
 	if (rc == 0) {
 		(void)sigaction(SIGINT, &sa, NULL);
 		(void)sigaction(SIGTERM, &sa, NULL);
-		r = tar_read_tree(STDIN_FILENO, fd, &lim, &st, &err);
+		r = compress_in_new(STDIN_FILENO, &zin, &err);
+		if (r == 0)
+			r = tar_read_tree_from(compress_in_read, zin, fd, &lim, &st, &err);
+		if (r == 0)
+			r = compress_in_finish(zin); /* a damaged end of a zstd stream fails the import too */
 		if (r == 0 && export_stop)
 			r = -EINTR;
 		if (r < 0)
 			rc = cli_fail(a, "cannot import volume %s: %s; nothing was created", args[0],
-				      r == -EINTR ? "interrupted" : err ? err : errno_str(r));
+				      r == -EINTR ? "interrupted" : zin && compress_in_error(zin) ? compress_in_error(zin) :
+				      err ? err : errno_str(r));
 	}
 	if (fd >= 0) {
 		(void)close(fd); /* before the commit: the bind goes, and must not be busy */

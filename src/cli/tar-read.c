@@ -327,6 +327,8 @@ typedef struct DirMeta {
 
 typedef struct Reader {
 	int in, root;
+	TarReadFn fn; /* if set, instead of in */
+	void *fn_data;
 	const TarReadLimits *lim;
 	TarReadStats st;
 	uint64_t offset; /* of the stream, for messages */
@@ -340,7 +342,7 @@ static int fill(Reader *r, void *buf, size_t len)
 	size_t got = 0;
 
 	while (got < len) {
-		ssize_t k = read(r->in, (char *)buf + got, len - got);
+		ssize_t k = r->fn ? r->fn(r->fn_data, (char *)buf + got, len - got) : read(r->in, (char *)buf + got, len - got);
 
 		if (k < 0 && errno == EINTR)
 			continue;
@@ -839,9 +841,8 @@ static int finish_dirs(Reader *r)
 	return 0;
 }
 
-int tar_read_tree(int in, int root_fd, const TarReadLimits *limits, TarReadStats *ret_stats, char **reterr_msg)
+static int read_tree(Reader r, TarReadStats *ret_stats, char **reterr_msg)
 {
-	Reader r = { .in = in, .root = root_fd, .lim = limits };
 	_cleanup_free_ char *longname = NULL, *longlink = NULL;
 	TarPax x = { 0 };
 	uint8_t block[BLOCK];
@@ -924,4 +925,16 @@ int tar_read_tree(int in, int root_fd, const TarReadLimits *limits, TarReadStats
 	free(r.why);
 	*ret_stats = r.st;
 	return 0;
+}
+
+int tar_read_tree(int in, int root_fd, const TarReadLimits *limits, TarReadStats *ret_stats, char **reterr_msg)
+{
+	return read_tree((Reader){ .in = in, .root = root_fd, .lim = limits }, ret_stats, reterr_msg);
+}
+
+int tar_read_tree_from(TarReadFn fn, void *userdata, int root_fd, const TarReadLimits *limits, TarReadStats *ret_stats,
+		       char **reterr_msg)
+{
+	return read_tree((Reader){ .in = -EBADF, .fn = fn, .fn_data = userdata, .root = root_fd, .lim = limits },
+			 ret_stats, reterr_msg);
 }

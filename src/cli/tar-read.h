@@ -51,6 +51,11 @@ typedef struct TarReadStats {
 
 int tar_read_tree(int in, int root_fd, const TarReadLimits *limits, TarReadStats *ret_stats, char **reterr_msg);
 
+/* The stream from a function instead of an fd (a decompressor): like read(2), -1 with errno on an error. */
+typedef ssize_t (*TarReadFn)(void *userdata, void *buf, size_t len);
+int tar_read_tree_from(TarReadFn fn, void *userdata, int root_fd, const TarReadLimits *limits, TarReadStats *ret_stats,
+		       char **reterr_msg);
+
 /* ---- the pure parts (fuzzed: tests/fuzz/fuzz-tar.c) ---- */
 
 typedef struct TarHeader {

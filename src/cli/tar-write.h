@@ -18,6 +18,7 @@
 #pragma once
 
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* The walk's memory: names of the directories being walked, first paths of hard-linked files. */
@@ -31,3 +32,8 @@ typedef struct TarWriteStats {
 
 /* Writes the tree @dirfd to @out. @stop (may be NULL) is polled: once set, -EINTR. */
 int tar_write_tree(int dirfd, int out, volatile sig_atomic_t *stop, TarWriteStats *ret_stats, char **reterr_msg);
+
+/* Where the archive goes instead of an fd (a compressor): takes all @len bytes, 0 or -errno. */
+typedef int (*TarWriteFn)(void *userdata, const void *data, size_t len);
+int tar_write_tree_to(int dirfd, TarWriteFn fn, void *userdata, volatile sig_atomic_t *stop, TarWriteStats *ret_stats,
+		      char **reterr_msg);

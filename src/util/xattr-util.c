@@ -65,11 +65,29 @@ static int t_remove(const Handle *h, const char *key)
 
 /*
  * The attribute @key, or the NUL-separated name list when @key is NULL (then
- * NUL-terminated), sized by a first call and read again if it grew in between.
+ * NUL-terminated): what fits 1 KiB in one call, else sized by a first call and
+ * read again if it grew in between.
  * At most @max bytes; -ENODATA if @key vanished since the list was read.
  */
 static int read_sized(const Handle *t, const char *key, size_t max, char **ret, size_t *ret_len)
 {
+	/* First into a buffer on the stack: one call, not two, for the usual short list or value (or none). */
+	char small[1024];
+	ssize_t k = key ? t_get(t, key, small, sizeof(small)) : t_list(t, small, sizeof(small));
+
+	if (k < 0 && errno != ERANGE)
+		return negative_errno();
+	if (k >= 0) {
+		if ((size_t)k > max)
+			return -E2BIG;
+		*ret = malloc((size_t)k + 1);
+		if (!*ret)
+			return -ENOMEM;
+		memcpy(*ret, small, (size_t)k);
+		(*ret)[k] = '\0';
+		*ret_len = (size_t)k;
+		return 0;
+	}
 	for (int attempt = 0; attempt < 8; attempt++) {
 		_cleanup_free_ char *buf = NULL;
 		ssize_t n = key ? t_get(t, key, NULL, 0) : t_list(t, NULL, 0);

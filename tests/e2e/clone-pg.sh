@@ -16,51 +16,12 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 : "${E2E_PART_MB:=3072}"   # three databases and their WAL (sparse loop files); before lib.sh
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
+# shellcheck source=pg.sh
+. "$HERE/pg.sh"
 
 IMAGE=nvmevol-e2e/postgres:15
 SCALE=${CLONE_PG_SCALE:-5}      # pgbench scale: 500,000 accounts, ~80 MB
 LOAD_S=${CLONE_PG_LOAD_S:-12}   # pgbench run; the clone is taken in its middle
-
-pg() { docker exec -u postgres "$@"; }
-sql() { pg "$1" psql -h /var/run/postgresql -XAtq -c "$2" postgres 2>&1; }
-
-wait_ready() { # CONTAINER
-    local i
-    for i in $(seq 1 240); do
-        pg "$1" pg_isready -q -h /var/run/postgresql >/dev/null 2>&1 && return 0
-        sleep 0.5
-    done
-    docker logs --tail 30 "$1" >&2
-    return 1
-}
-
-start_pg() { # CONTAINER VOLUME
-    docker run -d --name "$1" --network none --shm-size 256m \
-        -v "$2":/var/lib/postgresql/data "$IMAGE" \
-        postgres -c max_wal_size=1GB -c checkpoint_timeout=30s >/dev/null
-}
-
-# The pgbench invariant: every transaction adds the same delta to one
-# account, teller, branch and a history row.
-invariant() { # CONTAINER
-    sql "$1" "SELECT (SELECT sum(abalance) FROM pgbench_accounts) || ' ' ||
-                     (SELECT sum(bbalance) FROM pgbench_branches) || ' ' ||
-                     (SELECT sum(tbalance) FROM pgbench_tellers) || ' ' ||
-                     (SELECT coalesce(sum(delta), 0) FROM pgbench_history)"
-}
-
-check_invariant() { # DESCRIPTION CONTAINER
-    local sums
-    sums=$(invariant "$2")
-    # shellcheck disable=SC2086
-    set -- "$1" "$2" $sums
-    if [ $# -eq 6 ] && [ "$3" = "$4" ] && [ "$4" = "$5" ] && [ "$5" = "$6" ]; then
-        e2e_ok "$1 (sum = $3)"
-    else
-        e2e_not_ok "$1"
-        e2e_diag "sums of abalance, bbalance, tbalance, history.delta: $sums"
-    fi
-}
 
 main() {
     e2e_init
