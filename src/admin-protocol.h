@@ -28,5 +28,8 @@
 #define ADMIN_PATH_VOLUME_IMPORT_OPEN "/Admin.VolumeImportOpen"
 #define ADMIN_PATH_VOLUME_IMPORT_COMMIT "/Admin.VolumeImportCommit"
 #define ADMIN_PATH_VOLUME_IMPORT_ABORT "/Admin.VolumeImportAbort"
+#define ADMIN_PATH_VOLUME_RECEIVE_OPEN "/Admin.VolumeReceiveOpen"
+#define ADMIN_PATH_VOLUME_RECEIVE_COMMIT "/Admin.VolumeReceiveCommit"
+#define ADMIN_PATH_VOLUME_RECEIVE_ABORT "/Admin.VolumeReceiveAbort"
 /* An export's token: 16 lowercase hex digits. */
 #define ADMIN_EXPORT_TOKEN_LEN 16

@@ -36,7 +36,7 @@ RANK = {
 }
 DEFINITIONS = {'admin-protocol.h', 'api-endpoint.h'}
 CLI_ALLOWED_LAYERS = {'util', 'device', 'volume', 'selftest', 'settings'}
-CLI_ALLOWED_FILES = {'pool/mount.h', 'pool/mount-users.h'}
+CLI_ALLOWED_FILES = {'pool/mount.h', 'pool/mount-users.h', 'clone/clone-file.h'}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 

@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "cli/cmd-admin.h"
 #include "cli/cmd-devices.h"
+#include "cli/cmd-send.h"
 #include "cli/cmd-selftest.h"
 #include "volume/volume-options.h"
 #include "util/macro.h"
@@ -183,6 +184,36 @@ static const CliCommand commands[] = {
 	  "\nOptions:\n"
 	  "  -o KEY=VALUE     an option of the new volume (as docker volume create -o)\n" TARGET_HELP EXIT_HELP,
 	  CLI_OPTS_TARGET | CLI_OPT_O, 1, 1, cmd_volume_import, true },
+	{ "volume send", "NAME --snapshot S2 [--from S1] > FILE",
+	  "Writes snapshot S2 of a volume to standard output as a send stream, for\n"
+	  "'nvmevol volume receive' on this host or another (| ssh HOST nvmevol volume\n"
+	  "receive NAME). With --from S1 (an older snapshot of the same volume, which\n"
+	  "the receiver has), only what changed from S1 to S2 travels: for files, only\n"
+	  "the ranges whose blocks differ (XFS copies on write); names made and deleted,\n"
+	  "hard links, owners, modes, nanosecond times, extended attributes. The stream\n"
+	  "carries the volume's options and the snapshots' IDs; every record and the\n"
+	  "whole stream are checksummed. The plugin binds the snapshots read-only under\n"
+	  "its propagated mount; this command reads them there (run it as root on the\n"
+	  "Docker host). What was sent is said on standard error (--json: as JSON).\n"
+	  "\nOptions:\n"
+	  "  --snapshot S2    the snapshot to send (take one with 'volume snapshot')\n"
+	  "  --from S1        send only the changes since snapshot S1\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET | CLI_OPT_SNAPSHOT | CLI_OPT_FROM, 1, 1, cmd_volume_send, true },
+	{ "volume receive", "NAME [-o KEY=VALUE]... < FILE",
+	  "Applies a stream of 'nvmevol volume send' from standard input. A full stream\n"
+	  "creates volume NAME (with the sender's options; -o KEY=VALUE overrides one),\n"
+	  "which exists only once the whole stream is in. An incremental stream applies\n"
+	  "to the existing volume NAME, which must have the stream's base snapshot (the\n"
+	  "same ID: the one received before): the changes go into a block-sharing copy\n"
+	  "of that snapshot and replace the volume in one atomic swap at the end,\n"
+	  "refused while the volume is in use. Either way the volume then has the\n"
+	  "stream's snapshot, with the sender's ID, the base of the next incremental.\n"
+	  "A stream that is damaged, cut short, for another base, or names anything\n"
+	  "outside the volume changes nothing. Device nodes only into a volume with\n"
+	  "dev=true. Run it as root on the Docker host.\n"
+	  "\nOptions:\n"
+	  "  -o KEY=VALUE     an option of the new volume (full stream only)\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET | CLI_OPT_O, 1, 1, cmd_volume_receive, true },
 	{ "partition adopt", "UUID|LABEL",
 	  "Lets a partition that appeared after the plugin started (served read-only,\n"
 	  "no new volumes) receive new volumes: nvmevol mounts it read-write. Refused\n"
@@ -272,6 +303,7 @@ static const CliOptionDef option_defs[] = {
 	{ "health", CLI_OPT_HEALTH, offsetof(CliArgs, health) },
 	{ "history", CLI_OPT_HISTORY, 0 },
 	{ "snapshot", CLI_OPT_SNAPSHOT, offsetof(CliArgs, snapshot) },
+	{ "from", CLI_OPT_FROM, offsetof(CliArgs, from) },
 };
 
 /* One pass over every option of every command; the words that are not options end up in a->args. */

@@ -30,6 +30,7 @@ typedef enum CliOption {
 	CLI_OPT_HISTORY = 1u << 13,
 	CLI_OPT_SNAPSHOT = 1u << 14,
 	CLI_OPT_O = 1u << 15, /* -o KEY=VALUE, repeated */
+	CLI_OPT_FROM = 1u << 20, /* volume send --from */
 	/* Every command that talks to the plugin takes these. */
 	CLI_OPTS_TARGET = CLI_OPT_JSON | CLI_OPT_PLUGIN | CLI_OPT_SOCKET,
 } CliOption;
@@ -40,6 +41,7 @@ typedef struct CliArgs {
 	const char *plugin, *socket, *inodes, *seconds, *budget_ms, *size, *iodepth;
 	const char *label_prefix, *devices, *require_nvme, *health; /* devices */
 	const char *snapshot;                                       /* volume export */
+	const char *from;                                           /* volume send: the base snapshot */
 	const char *o[64];                                          /* volume import: -o KEY=VALUE */
 	int n_o;
 	char **args; /* the words that are not options, in order: the command, then its arguments */

@@ -921,14 +921,8 @@ int cmd_volume_import(const CliArgs *a, char **args, int n)
 
 	if (!opts)
 		return cli_fail(a, "out of memory");
-	for (int i = 0; i < a->n_o; i++) {
-		const char *eq = strchr(a->o[i], '=');
-		_cleanup_free_ char *key = eq ? strndup(a->o[i], (size_t)(eq - a->o[i])) : NULL;
-
-		if (!eq || eq == a->o[i] || !key)
-			return cli_usage_error(a, "-o takes KEY=VALUE, not '%s'", a->o[i]);
-		json_object_set_new(opts, key, json_string(eq + 1));
-	}
+	if ((r = cmd_admin_parse_o(a, opts)) != 0)
+		return r;
 	if (isatty(STDIN_FILENO))
 		return cli_fail(a, "the stream comes on standard input, which is a terminal: redirect it (< FILE, zstd -dc "
 				"FILE |, ssh HOST ... |)");
@@ -1108,4 +1102,40 @@ int cmd_state_import(const CliArgs *a, char **args, int n)
 	if (renamed)
 		printf("%s renamed to %s (not used any more; remove it when you like)\n", dir, renamed);
 	return json_array_size(json_object_get(total, "invalid")) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILURE;
+}
+
+/* ---- shared with cmd-send.c (send and receive use the export's and import's calls) ---- */
+
+int cmd_admin_ask(const CliArgs *a, AdminTarget *t, const char *endpoint, const json_t *req, json_t **ret)
+{
+	return ask(a, t, endpoint, req, ret);
+}
+
+int cmd_admin_call(const CliArgs *a, const AdminTarget *t, const char *endpoint, const json_t *req, json_t **ret)
+{
+	return call(a, t, endpoint, req, ret);
+}
+
+int cmd_admin_open_bound(const CliArgs *a, const AdminTarget *t, const json_t *j, int flags, int *ret_fd)
+{
+	return open_bound(a, t, j, flags, ret_fd);
+}
+
+int cmd_admin_print_json(const json_t *j)
+{
+	return print_json(j);
+}
+
+int cmd_admin_parse_o(const CliArgs *a, json_t *opts)
+{
+	for (int i = 0; i < a->n_o; i++) {
+		const char *eq = strchr(a->o[i], '=');
+		_cleanup_free_ char *key = eq ? strndup(a->o[i], (size_t)(eq - a->o[i])) : NULL;
+
+		if (!eq || eq == a->o[i] || !key)
+			return cli_usage_error(a, "-o takes KEY=VALUE, not '%s'", a->o[i]);
+		if (json_object_set_new(opts, key, json_string(eq + 1)) < 0)
+			return cli_fail(a, "out of memory");
+	}
+	return 0;
 }

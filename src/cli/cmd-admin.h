@@ -18,3 +18,17 @@ int cmd_volume_export(const CliArgs *a, char **args, int n);
 int cmd_volume_import(const CliArgs *a, char **args, int n);
 int cmd_partition_adopt(const CliArgs *a, char **args, int n);
 int cmd_state_import(const CliArgs *a, char **args, int n);
+
+/*
+ * For cmd-send.c: the plugin found and asked (errors printed, CLI exit
+ * status returned), the directory it bound opened on this host (checked to
+ * be that bind), JSON on standard output.
+ */
+#include <jansson.h>
+#include "cli/admin-client.h"
+int cmd_admin_ask(const CliArgs *a, AdminTarget *t, const char *endpoint, const json_t *req, json_t **ret);
+int cmd_admin_call(const CliArgs *a, const AdminTarget *t, const char *endpoint, const json_t *req, json_t **ret);
+int cmd_admin_open_bound(const CliArgs *a, const AdminTarget *t, const json_t *j, int flags, int *ret_fd);
+int cmd_admin_print_json(const json_t *j);
+/* The -o KEY=VALUE options into @opts; a usage error for one without '='. */
+int cmd_admin_parse_o(const CliArgs *a, json_t *opts);

@@ -74,6 +74,22 @@ typedef struct ExtList {
 	size_t n, cap;
 } ExtList;
 
+int clone_file_first_block(int fd, uint64_t *ret)
+{
+	struct {
+		struct fiemap fm;
+		struct fiemap_extent ext;
+	} f = { .fm = { .fm_length = FIEMAP_MAX_OFFSET, .fm_extent_count = 1 } };
+
+	*ret = 0;
+	if (ioctl(fd, FS_IOC_FIEMAP, &f.fm) < 0)
+		return negative_errno();
+	if (f.fm.fm_mapped_extents == 1 && !(f.ext.fe_flags & (FIEMAP_EXTENT_UNWRITTEN | FIEMAP_EXTENT_UNKNOWN |
+								FIEMAP_EXTENT_DATA_INLINE | FIEMAP_EXTENT_DELALLOC)))
+		*ret = f.ext.fe_physical;
+	return 0;
+}
+
 /* Every extent overlapping [start, end). */
 static int read_extents(int fd, uint64_t start, uint64_t end, ExtList *l)
 {

@@ -34,5 +34,12 @@ int clone_file_copy(int src, int dst);
 typedef int (*CloneFileRangeCallback)(void *userdata, uint64_t offset, uint64_t length, bool hole);
 int clone_file_diff(int src, uint64_t src_size, int dst, CloneFileRangeCallback cb, void *userdata);
 
+/*
+ * The physical byte address of @fd's first data extent, 0 when it has none
+ * (or only unwritten or inline ones): two files that share their first block
+ * are copies of one file (a rename between two snapshots keeps its blocks).
+ */
+int clone_file_first_block(int fd, uint64_t *ret);
+
 /* Whether @dirfd's filesystem shares blocks: 1 yes, 0 no (probed with two unnamed O_TMPFILEs), or -errno. */
 int clone_file_probe_reflink(int dirfd);

@@ -29,6 +29,9 @@ static const char *const endpoint_paths[_ADMIN_ENDPOINT_MAX] = {
 	[ADMIN_VOLUME_IMPORT_OPEN] = ADMIN_PATH_VOLUME_IMPORT_OPEN,
 	[ADMIN_VOLUME_IMPORT_COMMIT] = ADMIN_PATH_VOLUME_IMPORT_COMMIT,
 	[ADMIN_VOLUME_IMPORT_ABORT] = ADMIN_PATH_VOLUME_IMPORT_ABORT,
+	[ADMIN_VOLUME_RECEIVE_OPEN] = ADMIN_PATH_VOLUME_RECEIVE_OPEN,
+	[ADMIN_VOLUME_RECEIVE_COMMIT] = ADMIN_PATH_VOLUME_RECEIVE_COMMIT,
+	[ADMIN_VOLUME_RECEIVE_ABORT] = ADMIN_PATH_VOLUME_RECEIVE_ABORT,
 };
 
 const char *admin_endpoint_to_path(AdminEndpoint e)
@@ -54,6 +57,8 @@ void admin_request_done(AdminRequest *req)
 	json_decref(req->expect);
 	json_decref(req->entries);
 	json_decref(req->options);
+	free(req->base);
+	free(req->id);
 	*req = (AdminRequest){ 0 };
 }
 
@@ -85,7 +90,23 @@ static bool has_name(AdminEndpoint e)
 	       e == ADMIN_VOLUME_RELEASE || e == ADMIN_VOLUME_SNAPSHOT || e == ADMIN_VOLUME_SNAPSHOTS ||
 	       e == ADMIN_VOLUME_SNAPSHOT_REMOVE || e == ADMIN_VOLUME_ROLLBACK || e == ADMIN_VOLUME_EXPORT_OPEN ||
 	       e == ADMIN_VOLUME_EXPORT_CLOSE || e == ADMIN_VOLUME_IMPORT_OPEN || e == ADMIN_VOLUME_IMPORT_COMMIT ||
-	       e == ADMIN_VOLUME_IMPORT_ABORT;
+	       e == ADMIN_VOLUME_IMPORT_ABORT || e == ADMIN_VOLUME_RECEIVE_OPEN || e == ADMIN_VOLUME_RECEIVE_COMMIT ||
+	       e == ADMIN_VOLUME_RECEIVE_ABORT;
+}
+
+/* A snapshot ID ("Base", "Id"): 32 lower-case hex digits; required unless @optional. */
+static int parse_id(json_t *j, const char *key, bool optional, char **ret, unsigned *ret_status, char **reterr_msg)
+{
+	json_t *f = json_object_get(j, key);
+	const char *t = json_string_value(f);
+
+	if (!f && optional)
+		return 0;
+	if (!t || json_string_length(f) != 32 || strspn(t, "0123456789abcdef") != 32)
+		return refuse(400, ret_status, reterr_msg, -EINVAL, "missing or invalid '%s': a snapshot ID of 32 hex digits",
+			      key);
+	*ret = strdup(t);
+	return *ret ? 0 : -ENOMEM;
 }
 
 /* "Options": an object of strings, as Docker's Opts (checked by the manager), or absent. */
@@ -259,6 +280,27 @@ int admin_request_parse(const char *method, const char *path, const char *body, 
 			r = parse_partition(j, &req.partition, ret_status, reterr_msg);
 		if (r == 0 && req.endpoint == ADMIN_VOLUME_IMPORT_COMMIT)
 			r = parse_options(j, &req.options, ret_status, reterr_msg);
+		break;
+	case ADMIN_VOLUME_RECEIVE_OPEN:
+		r = parse_options(j, &req.options, ret_status, reterr_msg);
+		if (r == 0)
+			r = parse_id(j, "Base", true, &req.base, ret_status, reterr_msg);
+		break;
+	case ADMIN_VOLUME_RECEIVE_COMMIT:
+	case ADMIN_VOLUME_RECEIVE_ABORT:
+		r = parse_token(j, &req.token, ret_status, reterr_msg);
+		if (r == 0)
+			r = parse_id(j, "Base", true, &req.base, ret_status, reterr_msg);
+		/* A full stream's directory is an import's, on the partition its open chose. */
+		if (r == 0 && !req.base)
+			r = parse_partition(j, &req.partition, ret_status, reterr_msg);
+		if (r == 0 && req.endpoint == ADMIN_VOLUME_RECEIVE_COMMIT) {
+			r = parse_options(j, &req.options, ret_status, reterr_msg);
+			if (r == 0)
+				r = parse_snapshot(j, false, &req.snapshot, ret_status, reterr_msg);
+			if (r == 0)
+				r = parse_id(j, "Id", false, &req.id, ret_status, reterr_msg);
+		}
 		break;
 	case ADMIN_PARTITION_ADOPT:
 		f = json_object_get(j, "Partition");
@@ -475,6 +517,16 @@ static void dispatch(Admin *a, const AdminRequest *req, json_t **ret, char **ret
 		break;
 	case ADMIN_VOLUME_IMPORT_ABORT:
 		r = manager_import_abort(a->manager, req->name, req->token, req->partition, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_RECEIVE_OPEN:
+		r = manager_receive_open(a->manager, req->name, req->base, req->options, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_RECEIVE_COMMIT:
+		r = manager_receive_commit(a->manager, req->name, req->token, req->partition, req->base, req->options,
+					   req->snapshot, req->id, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_RECEIVE_ABORT:
+		r = manager_receive_abort(a->manager, req->name, req->token, req->partition, req->base, ret, reterr_msg);
 		break;
 	default:
 		r = -EINVAL;

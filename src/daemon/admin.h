@@ -56,6 +56,9 @@ typedef enum AdminEndpoint {
 	ADMIN_VOLUME_IMPORT_OPEN,
 	ADMIN_VOLUME_IMPORT_COMMIT,
 	ADMIN_VOLUME_IMPORT_ABORT,
+	ADMIN_VOLUME_RECEIVE_OPEN,
+	ADMIN_VOLUME_RECEIVE_COMMIT,
+	ADMIN_VOLUME_RECEIVE_ABORT,
 	_ADMIN_ENDPOINT_MAX,
 	_ADMIN_ENDPOINT_INVALID = -EINVAL,
 } AdminEndpoint;
@@ -73,6 +76,8 @@ typedef struct AdminRequest {
 	json_t *expect;  /* object of mount ID: count (release) */
 	json_t *entries; /* array of {"Name","Record"} (import) */
 	json_t *options; /* object of strings (volume import), NULL if not given */
+	char *base;      /* receive: the base snapshot's ID (NULL: a full stream) */
+	char *id;        /* receive commit: the stream's snapshot ID */
 } AdminRequest;
 
 void admin_request_done(AdminRequest *req);

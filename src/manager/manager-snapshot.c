@@ -57,6 +57,7 @@ typedef struct SnapArgs {
 	const char *snap;
 	const char *token; /* export close */
 	bool temporary;    /* take: for an export */
+	const char *id;    /* take: the sender's ID (receive); NULL: a new random one */
 	json_t *result;
 } SnapArgs;
 
@@ -87,6 +88,8 @@ static json_t *snap_json(const VolumeSnapshot *s)
 	}
 	if (s->temporary)
 		json_object_set_new(j, "temporary", json_true());
+	if (s->id[0])
+		json_object_set_new(j, "id", json_string(s->id));
 	if (s->data_missing)
 		json_object_set_new(j, "problem",
 				    json_string("its data directory is missing on the partition; remove the snapshot"));
@@ -124,7 +127,7 @@ int manager_snapshot_check_remove(Volume *v, char **reterr_msg)
 }
 
 /* The partition of @v, present, verified and writable; an Err if not. */
-static PartitionFs *writable_fs(Manager *m, Volume *v, const char *what, char **reterr_msg)
+PartitionFs *manager_snapshot_writable_fs(Manager *m, Volume *v, const char *what, char **reterr_msg)
 {
 	char pname[PARTITION_NAME_MAX];
 	PartitionInfo info;
@@ -204,7 +207,7 @@ static int change_snaps(Manager *m, Volume *v, const VolumeSnapshot *s, const ch
 }
 
 /* Moves @name of @dirfd to @v's partition's trash and queues it; a failure leaves it for the next start. */
-static int discard_dir(Manager *m, Volume *v, PartitionFs *fs, int dirfd, const char *name)
+int manager_snapshot_discard_dir(Manager *m, Volume *v, PartitionFs *fs, int dirfd, const char *name)
 {
 	char entry[TRASH_ENTRY_MAX];
 	PartitionInfo info;
@@ -337,7 +340,7 @@ out:
 	if (r < 0) {
 		/* Undo exactly what this one did, newest first. */
 		if (made_dir)
-			(void)discard_dir(m, v, fs, d.data_fd, s->name);
+			(void)manager_snapshot_discard_dir(m, v, fs, d.data_fd, s->name);
 		if (made_record)
 			(void)snapstore_delete(&d, s->name);
 		snapdir_done(&d);
@@ -364,6 +367,16 @@ static int create_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	else
 		default_name(s.name, sizeof(s.name), v);
 	s.temporary = a->temporary;
+	if (a->id)
+		snprintf(s.id, sizeof(s.id), "%s", a->id);
+	else {
+		uint8_t rnd[SNAPSHOT_ID_LEN / 2];
+
+		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+			return errmsg_set(reterr_msg, -EIO, "cannot draw a random snapshot ID");
+		for (size_t i = 0; i < sizeof(rnd); i++)
+			snprintf(s.id + 2 * i, 3, "%02x", rnd[i]);
+	}
 	if (find_snap(v, s.name))
 		return errmsg_set(reterr_msg, -EEXIST, "volume %s already has a snapshot %s", v->name, s.name);
 	if (v->n_snaps >= SNAPSHOTS_PER_VOLUME_MAX)
@@ -371,7 +384,7 @@ static int create_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 				  "volume %s has %zu snapshots, the most one volume may have; remove one first ('nvmevol "
 				  "volume snapshot-rm %s SNAPSHOT')",
 				  v->name, v->n_snaps, v->name);
-	fs = writable_fs(m, v, "snapshot", reterr_msg);
+	fs = manager_snapshot_writable_fs(m, v, "snapshot", reterr_msg);
 	if (!fs)
 		return -ENODEV;
 	partition_device_snapshot(m->pool, v->part, &dev);
@@ -564,7 +577,7 @@ static int remove_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	if (!cur)
 		return unknown_snapshot(v, a->snap, reterr_msg);
 	s = *cur;
-	fs = writable_fs(m, v, "remove a snapshot of", reterr_msg);
+	fs = manager_snapshot_writable_fs(m, v, "remove a snapshot of", reterr_msg);
 	if (!fs)
 		return -ENODEV;
 	r = snapstore_open(fs, v->name, false, &d);
@@ -580,7 +593,7 @@ static int remove_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 		r = errmsg_set(reterr_msg, r, "cannot write the snapshot's record: %s", errno_str(r));
 		goto out;
 	}
-	r = discard_dir(m, v, fs, d.data_fd, s.name);
+	r = manager_snapshot_discard_dir(m, v, fs, d.data_fd, s.name);
 	if (r < 0) {
 		r = errmsg_set(reterr_msg, r, "cannot move snapshot %s to the trash (its removal is finished at the next "
 			       "start): %s", s.name, errno_str(r));
@@ -632,9 +645,9 @@ int manager_snapshot_remove(Manager *m, const char *name, const char *snap, json
 
 /* ---- rollback ---- */
 
-/* Builds the snapshot's copy in snapshots/<volume>/rollback, in the volume's project. */
-static int build_rollback(Manager *m, Volume *v, PartitionFs *fs, SnapDir *d, const VolumeSnapshot *s,
-			  char **reterr_msg)
+/* Builds the snapshot's copy in snapshots/<volume>/@dir, in the volume's project. */
+static int build_copy(Manager *m, Volume *v, PartitionFs *fs, SnapDir *d, const VolumeSnapshot *s, const char *dir,
+		      char **reterr_msg)
 {
 	_cleanup_close_ int sfd = -EBADF, rfd = -EBADF;
 	_cleanup_free_ char *why = NULL;
@@ -646,12 +659,13 @@ static int build_rollback(Manager *m, Volume *v, PartitionFs *fs, SnapDir *d, co
 	sfd = openat(d->data_fd, s->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (sfd < 0)
 		return errmsg_set(reterr_msg, negative_errno(), "cannot open snapshot %s: %s", s->name, errno_str(errno));
-	if (mkdirat(d->vol_fd, SNAPSTORE_ROLLBACK, 0700) < 0)
-		return errmsg_set(reterr_msg, negative_errno(), "cannot make nvmevol/snapshots/%s/" SNAPSTORE_ROLLBACK ": %s",
-				  v->name, errno_str(errno));
-	rfd = openat(d->vol_fd, SNAPSTORE_ROLLBACK, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (mkdirat(d->vol_fd, dir, 0700) < 0)
+		return errmsg_set(reterr_msg, negative_errno(), "cannot make nvmevol/snapshots/%s/%s: %s", v->name, dir,
+				  errno_str(errno));
+	rfd = openat(d->vol_fd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (rfd < 0)
-		return errmsg_set(reterr_msg, negative_errno(), "cannot open the rollback's directory: %s", errno_str(errno));
+		return errmsg_set(reterr_msg, negative_errno(), "cannot open nvmevol/snapshots/%s/%s: %s", v->name, dir,
+				  errno_str(errno));
 	/* Nothing writes to a snapshot: no freeze. Its files come in project 0 and are charged below. */
 	p.src_fd = sfd;
 	p.dst_fd = rfd;
@@ -670,6 +684,37 @@ static int build_rollback(Manager *m, Volume *v, PartitionFs *fs, SnapDir *d, co
 			return errmsg_set(reterr_msg, negative_errno(), "cannot sync the partition: %s", errno_str(errno));
 	}
 	return 0;
+}
+
+int manager_snapshot_build_copy(Manager *m, Volume *v, PartitionFs *fs, const VolumeSnapshot *s, const char *dir,
+				char **reterr_msg)
+{
+	SnapDir d = SNAPDIR_NULL;
+	int r;
+
+	r = snapstore_open(fs, v->name, false, &d);
+	if (r < 0)
+		return errmsg_set(reterr_msg, r, "cannot open nvmevol/snapshots/%s: %s", v->name, errno_str(r));
+	r = build_copy(m, v, fs, &d, s, dir, reterr_msg);
+	snapdir_done(&d);
+	return r;
+}
+
+int manager_snapshot_take_locked(Manager *m, Volume *v, const char *snap, const char *id, char **reterr_msg)
+{
+	SnapArgs a = { .snap = snap, .id = id };
+	int r = create_fn(m, v, &a, reterr_msg);
+
+	json_decref(a.result);
+	return r;
+}
+
+VolumeSnapshot *manager_snapshot_find_id(Volume *v, const char *id)
+{
+	for (size_t i = 0; i < v->n_snaps; i++)
+		if (v->snaps[i].id[0] && streq(v->snaps[i].id, id))
+			return &v->snaps[i];
+	return NULL;
 }
 
 static void restore_root_times(int from_dir, const char *from, int to_dir, const char *to)
@@ -696,7 +741,7 @@ static int rollback_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	if (s->data_missing)
 		return errmsg_set(reterr_msg, -ENOENT, "snapshot %s of volume %s has lost its data directory; it cannot "
 				  "be rolled back to", s->name, v->name);
-	fs = writable_fs(m, v, "roll back", reterr_msg);
+	fs = manager_snapshot_writable_fs(m, v, "roll back", reterr_msg);
 	if (!fs)
 		return -ENODEV;
 	/* From the kernel, as a clone decides it: the plugin's count, or a bind seen in a mount namespace. */
@@ -714,17 +759,17 @@ static int rollback_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 		goto out;
 	}
 	/* A leftover of an interrupted rollback is never the live volume. */
-	(void)discard_dir(m, v, fs, d.vol_fd, SNAPSTORE_ROLLBACK);
-	r = build_rollback(m, v, fs, &d, s, reterr_msg);
+	(void)manager_snapshot_discard_dir(m, v, fs, d.vol_fd, SNAPSTORE_ROLLBACK);
+	r = build_copy(m, v, fs, &d, s, SNAPSTORE_ROLLBACK, reterr_msg);
 	if (r < 0) {
-		(void)discard_dir(m, v, fs, d.vol_fd, SNAPSTORE_ROLLBACK);
+		(void)manager_snapshot_discard_dir(m, v, fs, d.vol_fd, SNAPSTORE_ROLLBACK);
 		goto out;
 	}
 	/* The commit point: one atomic swap. The previous state is now in rollback/. */
 	if (renameat2(d.vol_fd, SNAPSTORE_ROLLBACK, fs->volumes_fd, v->name, RENAME_EXCHANGE) < 0) {
 		r = errmsg_set(reterr_msg, negative_errno(), "cannot swap volume %s with its rollback: %s", v->name,
 			       errno_str(errno));
-		(void)discard_dir(m, v, fs, d.vol_fd, SNAPSTORE_ROLLBACK);
+		(void)manager_snapshot_discard_dir(m, v, fs, d.vol_fd, SNAPSTORE_ROLLBACK);
 		goto out;
 	}
 	if (fsync(fs->volumes_fd) < 0 || fsync(d.vol_fd) < 0)
@@ -801,7 +846,7 @@ static int export_open_fn(Manager *m, Volume *v, void *userdata, char **reterr_m
 		r = errmsg_set(reterr_msg, -ENOENT, "snapshot %s of volume %s has lost its data directory", s->name, v->name);
 		goto fail;
 	}
-	fs = writable_fs(m, v, "export", reterr_msg);
+	fs = manager_snapshot_writable_fs(m, v, "export", reterr_msg);
 	if (!fs) {
 		r = -ENODEV;
 		goto fail;
@@ -830,8 +875,9 @@ static int export_open_fn(Manager *m, Volume *v, void *userdata, char **reterr_m
 		r = errmsg_set(reterr_msg, -ENOMEM, "out of memory");
 		goto fail;
 	}
-	a->result = json_pack("{s:s,s:s,s:b,s:s,s:s,s:s}", "volume", v->name, "snapshot", e.snapshot, "temporary",
-			      e.temporary, "token", e.token, "mount", mnt, "propagated_mount", m->cfg->propagated_mount);
+	a->result = json_pack("{s:s,s:s,s:b,s:s,s:s,s:s,s:s,s:o}", "volume", v->name, "snapshot", e.snapshot,
+			      "temporary", e.temporary, "token", e.token, "mount", mnt, "propagated_mount",
+			      m->cfg->propagated_mount, "id", s->id, "options", volume_options_to_json(&v->opts));
 	if (a->result && manager_bound_identity(a->result, src) < 0) {
 		json_decref(a->result);
 		a->result = NULL;
@@ -967,14 +1013,15 @@ void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover)
 		log_info("volume %s: snapshot %s was %s; deleting it", v->name, s->name,
 			 s->state == SNAPSHOT_PENDING ? "interrupted before its commit"
 			 : s->state == SNAPSHOT_REMOVING ? "interrupted in its removal" : "taken for an export that ended");
-		if (discard_dir(m, v, fs, d.data_fd, s->name) == 0)
+		if (manager_snapshot_discard_dir(m, v, fs, d.data_fd, s->name) == 0)
 			(void)snapstore_delete(&d, s->name);
 	}
 	if (recover) {
 		(void)snapstore_foreach_orphan(&d, snaps, k, orphan_data, &c);
+		manager_receive_cleanup(m, v, fs, d.vol_fd);
 		if (fstatat(d.vol_fd, SNAPSTORE_ROLLBACK, &st, AT_SYMLINK_NOFOLLOW) == 0) {
 			log_info("volume %s: deleting what an interrupted rollback left (never the live volume)", v->name);
-			(void)discard_dir(m, v, fs, d.vol_fd, SNAPSTORE_ROLLBACK);
+			(void)manager_snapshot_discard_dir(m, v, fs, d.vol_fd, SNAPSTORE_ROLLBACK);
 		}
 	}
 	snapdir_done(&d);

@@ -118,6 +118,22 @@ int manager_import_commit(Manager *m, const char *name, const char *token, const
 			  json_t **ret_result, char **reterr_msg);
 int manager_import_abort(Manager *m, const char *name, const char *token, const char *uuid, json_t **ret_result,
 			 char **reterr_msg);
+/*
+ * Receive (manager-receive.c): open with @base NULL is an import's open (a
+ * full stream makes a new volume); with @base, the ID of a snapshot of the
+ * existing volume @name, it makes a block-sharing copy of that snapshot in
+ * snapshots/<volume>/receive-TOKEN and binds it read-write at
+ * <PropagatedMount>/.receive-TOKEN. Commit: the import's commit (full) or a
+ * RENAME_EXCHANGE with the volume (refused while it is in use), then
+ * snapshot @snap with the sender's ID @id. Abort discards it.
+ */
+int manager_receive_open(Manager *m, const char *name, const char *base, const json_t *options, json_t **ret_result,
+			 char **reterr_msg);
+int manager_receive_commit(Manager *m, const char *name, const char *token, const char *uuid, const char *base,
+			   const json_t *options, const char *snap, const char *id, json_t **ret_result,
+			   char **reterr_msg);
+int manager_receive_abort(Manager *m, const char *name, const char *token, const char *uuid, const char *base,
+			  json_t **ret_result, char **reterr_msg);
 
 /*
  * Imports one index entry from the state directory of an older install:

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <jansson.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "volume/snapshot.h"
@@ -38,9 +39,23 @@ char *snapshot_record_dump(const char *volume, const VolumeSnapshot *s)
 		      (json_int_t)s->entries, "bytes", (json_int_t)s->bytes, "temporary", s->temporary);
 	if (!j)
 		return NULL;
+	if (s->id[0] && json_object_set_new(j, "id", json_string(s->id)) < 0) {
+		json_decref(j);
+		return NULL;
+	}
 	body = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
 	json_decref(j);
 	return body ? crc_trailer_append(body) : NULL;
+}
+
+bool snapshot_id_is_valid(const char *id)
+{
+	if (!id || strlen(id) != SNAPSHOT_ID_LEN)
+		return false;
+	for (size_t i = 0; i < SNAPSHOT_ID_LEN; i++)
+		if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+			return false;
+	return true;
 }
 
 static int get_u64(json_t *j, const char *key, uint64_t max, uint64_t *ret)
@@ -66,7 +81,10 @@ int snapshot_record_parse(const char *buf, size_t len, const char *volume, Volum
 	j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!j)
 		return errmsg_set(reterr_msg, -EUCLEAN, "not valid JSON: %s", jerr.text);
-	if (!json_is_object(j) || json_object_size(j) != 11) {
+	/* "id" since send/receive: a record without one is an older nvmevol's. */
+	x = json_object_get(j, "id");
+	if (!json_is_object(j) || json_object_size(j) != (x ? 12u : 11u) ||
+	    (x && !(json_is_string(x) && snapshot_id_is_valid(json_string_value(x))))) {
 		errmsg_set(reterr_msg, r, "not a snapshot record");
 		goto out;
 	}
@@ -112,6 +130,9 @@ int snapshot_record_parse(const char *buf, size_t len, const char *volume, Volum
 		goto out;
 	}
 	s.frozen_ms = (uint32_t)u;
+	x = json_object_get(j, "id");
+	if (x)
+		snprintf(s.id, sizeof(s.id), "%s", json_string_value(x));
 	*ret = s;
 	r = 0;
 out:

@@ -24,6 +24,7 @@
 #define SNAPSHOT_RECORD_SIZE_MAX 4096
 /* Snapshots a volume may have: each one pins the blocks the volume has rewritten since. */
 #define SNAPSHOTS_PER_VOLUME_MAX 64
+#define SNAPSHOT_ID_LEN 32
 
 typedef enum SnapshotState {
 	SNAPSHOT_PENDING,
@@ -45,6 +46,12 @@ typedef struct VolumeSnapshot {
 	uint64_t entries;   /* files, directories, links and special files */
 	uint64_t bytes;     /* sizes of the regular files */
 	bool temporary;     /* taken for an export: removed when it ends, or at the next start */
+	/*
+	 * A random 128-bit ID (32 hex digits) drawn when it is taken, or the
+	 * sender's when it came with `volume receive`: an incremental stream
+	 * names its base by it. "" for a snapshot of an older nvmevol.
+	 */
+	char id[SNAPSHOT_ID_LEN + 1];
 
 	/* Runtime: the last measure of its cost (manager-snapshot.c). */
 	bool data_missing;      /* committed, but its data directory is gone */
@@ -56,5 +63,7 @@ typedef struct VolumeSnapshot {
 
 /* The record of snapshot @s of volume @volume, with its "crc" trailer (malloc'd), or NULL on OOM. */
 char *snapshot_record_dump(const char *volume, const VolumeSnapshot *s);
+/* Whether @id is SNAPSHOT_ID_LEN lower-case hex digits. */
+bool snapshot_id_is_valid(const char *id);
 /* Parses a record; checks version, CRC, that it belongs to @volume, every field. -EUCLEAN when damaged. */
 int snapshot_record_parse(const char *buf, size_t len, const char *volume, VolumeSnapshot *ret, char **reterr_msg);

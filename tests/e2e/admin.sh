@@ -298,6 +298,22 @@ scenario_backup() {
         "$("$NV" volume snapshots pgdata --json | jq 'if type == "array" then length else (.snapshots | length) end' 2>&1)"
     e2e_check "docker volume rm pgdata-copy" docker volume rm pgdata-copy
     rm -f /tmp/pgdata.tar
+
+    # Send and receive: a full stream, then the changes since.
+    "${RUN[@]}" -v pgdata:/data "$IMG" sh -c 'echo monday >/data/day'
+    E2E_VIEW_NONE=1 run_readme send
+    check_readme send
+    e2e_eq "the replica has the last sent state" "keep-me monday" \
+        "$("${RUN[@]}" -v pgdata-replica:/data "$IMG" sh -c 'cat /data/keep /data/day' 2>&1 | tr '\n' ' ' | sed 's/ $//')"
+    e2e_eq "the replica's tuesday has the sender's ID" \
+        "$("$NV" volume snapshots pgdata --json | jq -r '.snapshots[] | select(.name == "tuesday") | .id')" \
+        "$("$NV" volume snapshots pgdata-replica --json | jq -r '.snapshots[] | select(.name == "tuesday") | .id')"
+    for s in monday tuesday; do
+        "$NV" volume snapshot-rm pgdata "$s" >/dev/null
+        "$NV" volume snapshot-rm pgdata-replica "$s" >/dev/null
+    done
+    e2e_check "docker volume rm pgdata-replica" docker volume rm pgdata-replica
+    rm -f /tmp/pgdata-monday.stream
 }
 
 scenario_forget_adopt() {

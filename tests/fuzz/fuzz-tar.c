@@ -26,43 +26,16 @@
 
 #include "cli/acl-text.h"
 #include "cli/tar-read.h"
+#include "fuzz-sandbox.h"
 #include "util/fs-util.h"
 #include "util/log.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 
-static int sandbox = -1;
-static char sandbox_path[64];
-
-static void remove_sandbox(void)
-{
-	(void)rm_rf_at(AT_FDCWD, sandbox_path);
-}
-
-static void fail(const char *what, const char *detail)
-{
-	fprintf(stderr, "fuzz-tar: property violated: %s: %s\n", what, detail ? detail : "");
-	abort();
-}
-
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	log_set_level(LOG_LEVEL_ERROR);
-	snprintf(sandbox_path, sizeof(sandbox_path), "/tmp/nvmevol-fuzz-tar.XXXXXX");
-	if (!mkdtemp(sandbox_path))
-		abort();
-	sandbox = open(sandbox_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (sandbox < 0)
-		abort();
-	atexit(remove_sandbox);
-	return 0;
-}
-
-static int only_root(const char *name, void *userdata)
-{
-	if (strcmp(name, "root") != 0)
-		fail("the stream wrote beside its directory", name);
+	fuzz_sandbox_init("fuzz-tar");
 	return 0;
 }
 
@@ -70,23 +43,11 @@ static void check_path(const uint8_t *data, size_t size)
 {
 	char in[600], out[TAR_READ_PATH_MAX + 1], *err = NULL;
 	size_t n = size < sizeof(in) - 1 ? size : sizeof(in) - 1;
-	const char *p;
 
 	memcpy(in, data, n);
 	in[n] = '\0';
-	if (tar_path_normalize(in, out, sizeof(out), &err) == 0) {
-		if (out[0] == '/' || strlen(out) > TAR_READ_PATH_MAX)
-			fail("a normalized name is absolute or too long", out);
-		for (p = out; *p;) {
-			size_t len = strcspn(p, "/");
-
-			if (len == 0 || (len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
-				fail("a normalized name has an empty, '.' or '..' component", out);
-			p += len;
-			if (*p == '/')
-				p++;
-		}
-	}
+	if (tar_path_normalize(in, out, sizeof(out), &err) == 0)
+		fuzz_check_relative_path(out, TAR_READ_PATH_MAX);
 	free(err);
 }
 
@@ -117,8 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *err = NULL;
 	int in, root;
 
-	if (sandbox < 0 && LLVMFuzzerInitialize(NULL, NULL) < 0)
-		return 0;
+	fuzz_sandbox_init("fuzz-tar");
 	if (size > (4u << 20))
 		return 0;
 	check_path(data, size);
@@ -145,15 +105,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	in = memfd_create("fuzz-tar", MFD_CLOEXEC);
 	if (in < 0 || (size && write(in, data, size) != (ssize_t)size) || lseek(in, 0, SEEK_SET) < 0)
 		abort();
-	if (mkdirat(sandbox, "root", 0700) < 0 || (root = openat(sandbox, "root", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-		abort();
+	root = fuzz_sandbox_enter();
 	(void)tar_read_tree(in, root, &lim, &st, &err);
 	free(err);
 	close(in);
-	if (dir_foreach_name(sandbox, only_root, NULL) < 0)
-		abort();
-	close(root);
-	if (rm_rf_at(sandbox, "root") < 0)
-		abort();
+	fuzz_sandbox_leave(root);
 	return 0;
 }

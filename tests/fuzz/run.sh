@@ -34,7 +34,7 @@ PAR=${FUZZ_PARALLEL:-2}
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 BUILD=${FUZZ_BUILD_DIR:-$REPO/build-fuzz}
-ALL_TARGETS=(fuzz-api fuzz-options fuzz-record fuzz-mountinfo fuzz-nvme-health fuzz-admin fuzz-tar)
+ALL_TARGETS=(fuzz-api fuzz-options fuzz-record fuzz-mountinfo fuzz-nvme-health fuzz-admin fuzz-tar fuzz-send)
 read -r -a TARGETS <<<"${FUZZ_TARGETS:-${ALL_TARGETS[*]}}"
 for t in "${TARGETS[@]}"; do
 	[[ " ${ALL_TARGETS[*]} " == *" $t "* ]] || { echo "unknown fuzz target '$t' (FUZZ_TARGETS): ${ALL_TARGETS[*]}"; exit 1; }
