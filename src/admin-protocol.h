@@ -31,5 +31,12 @@
 #define ADMIN_PATH_VOLUME_RECEIVE_OPEN "/Admin.VolumeReceiveOpen"
 #define ADMIN_PATH_VOLUME_RECEIVE_COMMIT "/Admin.VolumeReceiveCommit"
 #define ADMIN_PATH_VOLUME_RECEIVE_ABORT "/Admin.VolumeReceiveAbort"
+#define ADMIN_PATH_PARTITION_CORDON "/Admin.PartitionCordon"
+#define ADMIN_PATH_PARTITION_UNCORDON "/Admin.PartitionUncordon"
+#define ADMIN_PATH_PARTITION_EVACUATE "/Admin.PartitionEvacuate"
+#define ADMIN_PATH_VOLUME_FENCE "/Admin.VolumeFence"
+#define ADMIN_PATH_VOLUME_UNFENCE "/Admin.VolumeUnfence"
+/* A fence's host: what a move names the other node by (a host name, an ssh target). */
+#define ADMIN_FENCE_HOST_MAX 253
 /* An export's token: 16 lowercase hex digits. */
 #define ADMIN_EXPORT_TOKEN_LEN 16

@@ -51,8 +51,8 @@ static long long append(const char *path, long long bytes, int *ret_errno)
 	return testbed_write_bytes(path, bytes, true, ret_errno);
 }
 
-/* The kernel's hard limits of the volume's project, and the project ID. */
-static uint32_t kernel_limits(const char *name, QuotaUsage *u)
+/* The kernel's hard limits of the volume's project on partition @part, and the project ID. */
+static uint32_t kernel_limits_on(const char *name, int part, QuotaUsage *u)
 {
 	char partmp[400];
 	json_t *j;
@@ -64,7 +64,7 @@ static uint32_t kernel_limits(const char *name, QuotaUsage *u)
 	cr_assert_not_null(j, "%s", out);
 	id = (uint32_t)json_integer_value(json_object_get(json_object_get(j, "Admin"), "project_id"));
 	json_decref(j);
-	testbed_part_mountpoint(&tb, 0, partmp, sizeof(partmp));
+	testbed_part_mountpoint(&tb, part, partmp, sizeof(partmp));
 	fd = open(partmp, O_RDONLY | O_DIRECTORY);
 	cr_assert_geq(fd, 0);
 	*u = (QuotaUsage){ 0 };
@@ -72,6 +72,11 @@ static uint32_t kernel_limits(const char *name, QuotaUsage *u)
 		cr_assert_eq(quota_get(fd, id, u), 0);
 	close(fd);
 	return id;
+}
+
+static uint32_t kernel_limits(const char *name, QuotaUsage *u)
+{
+	return kernel_limits_on(name, 0, u);
 }
 
 Test(admin_quota, shrink_below_usage_is_refused_and_a_grow_lets_a_blocked_write_through)
@@ -231,4 +236,53 @@ Test(admin_quota, a_refused_first_resize_leaves_the_volume_unlimited)
 	cr_assert_eq(u.bytes_hard, 0, "the unlimited volume is bound by the removed volume's limit");
 	n = append(file, 4 << 20, &e);
 	cr_assert_eq(e, 0, "a write into the unlimited volume stopped after %lld bytes: %s", n, strerror(e));
+}
+
+/* ---- evacuate (issue 20): the limits go along, under a project ID of the new partition ---- */
+
+static void setup2(void)
+{
+	json_t *j, *p;
+	size_t i;
+	bool quota = true;
+
+	testbed_setup(&tb, 2, selftest_off);
+	cr_assert_eq(NV("status", "--json"), 0, "%s", err);
+	j = json_loads(out, 0, NULL);
+	json_array_foreach(json_object_get(j, "partitions"), i, p)
+		quota = quota && json_is_true(json_object_get(p, "project_quota"));
+	json_decref(j);
+	if (!quota) {
+		testbed_destroy(&tb);
+		cr_skip_test("kernel without XFS project quota (CONFIG_XFS_QUOTA); runs in the qemu guest via tests/qemu/run-quota-tests.sh");
+	}
+}
+
+Test(admin_quota, evacuate_keeps_the_limits_under_a_project_of_the_new_partition, .init = setup2)
+{
+	char path[700];
+	QuotaUsage before, after;
+	long long n;
+	int e = 0;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"lim\",\"Opts\":{\"partition\":\"%s\",\"size\":\"64M\","
+			     "\"inodes\":\"500\"}}", tb.parts[0].uuid), 0, "%s", client_err(&rep));
+	testbed_volume_dir(&tb, 0, "lim", path, sizeof(path));
+	strcat(path, "/f");
+	cr_assert_eq(append(path, 10 << 20, &e), 10 << 20, "%s", strerror(e));
+	cr_assert_neq(kernel_limits_on("lim", 0, &before), 0);
+	cr_assert_eq(before.bytes_hard, 64 << 20);
+
+	cr_assert_eq(NV("partition", "evacuate", tb.parts[0].uuid), 0, "%s %s", out, err);
+	cr_assert_neq(kernel_limits_on("lim", 1, &after), 0, "no project ID on the new partition");
+	cr_assert_eq(after.bytes_hard, before.bytes_hard, "size limit not kept");
+	cr_assert_eq(after.inodes_hard, before.inodes_hard, "inodes limit not kept");
+	cr_assert_geq(after.used_bytes, 10 << 20, "the copy's bytes are not charged to its project");
+	/* And enforced there: the volume fills up to its limit, no further. */
+	testbed_volume_dir(&tb, 1, "lim", path, sizeof(path));
+	strcat(path, "/g");
+	n = append(path, 64 << 20, &e);
+	cr_assert_lt(n, 64 << 20, "wrote past the limit on the new partition");
+	cr_assert_gt(n, 40 << 20, "stopped after %lld bytes, far below the limit", n);
+	cr_assert(e == EDQUOT || e == ENOSPC, "no quota error: %s after %lld bytes", strerror(e), n);
 }

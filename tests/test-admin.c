@@ -46,6 +46,18 @@ Test(admin_parse, valid_requests)
 	cr_assert_eq(parse("/Admin.StateImport", "{\"Entries\":[{\"Name\":\"v1\",\"Record\":\"{}\"}]}", &req, &status, &err), 0);
 	cr_assert_eq(json_array_size(req.entries), 1);
 	admin_request_done(&req);
+	cr_assert_eq(parse("/Admin.PartitionCordon", "{\"Partition\":\"nvmevol-fast0\"}", &req, &status, &err), 0);
+	cr_assert_eq(req.endpoint, ADMIN_PARTITION_CORDON);
+	admin_request_done(&req);
+	cr_assert_eq(parse("/Admin.PartitionEvacuate", "{\"Partition\":\"fast0\",\"To\":\"fast1\"}", &req, &status, &err), 0);
+	cr_assert_str_eq(req.to, "fast1");
+	admin_request_done(&req);
+	cr_assert_eq(parse("/Admin.PartitionEvacuate", "{\"Partition\":\"fast0\"}", &req, &status, &err), 0);
+	cr_assert_null(req.to);
+	admin_request_done(&req);
+	cr_assert_eq(parse("/Admin.VolumeFence", "{\"Name\":\"v1\",\"Host\":\"node2\"}", &req, &status, &err), 0);
+	cr_assert_str_eq(req.host, "node2");
+	admin_request_done(&req);
 	free(err);
 }
 
@@ -74,6 +86,15 @@ Test(admin_parse, refusals_with_status_and_reason)
 		{ "/Admin.PartitionAdopt", "{}", 400, "'Partition'" },
 		{ "/Admin.PartitionAdopt", "{\"Partition\":\"a/b\"}", 400, "'Partition'" },
 		{ "/Admin.PartitionAdopt", "{\"Partition\":\"\"}", 400, "'Partition'" },
+		{ "/Admin.PartitionCordon", "{}", 400, "'Partition'" },
+		{ "/Admin.PartitionUncordon", "{\"Partition\":\"a,b\"}", 400, "'Partition'" },
+		{ "/Admin.PartitionEvacuate", "{\"Partition\":\"p\",\"To\":\"a/b\"}", 400, "'To'" },
+		{ "/Admin.PartitionEvacuate", "{\"Partition\":\"p\",\"To\":7}", 400, "'To'" },
+		{ "/Admin.VolumeFence", "{\"Name\":\"v1\"}", 400, "'Host'" },
+		{ "/Admin.VolumeFence", "{\"Name\":\"v1\",\"Host\":\"a b\"}", 400, "'Host'" },
+		{ "/Admin.VolumeFence", "{\"Name\":\"v1\",\"Host\":\"\"}", 400, "'Host'" },
+		{ "/Admin.VolumeFence", "{\"Host\":\"n2\"}", 400, "'Name'" },
+		{ "/Admin.VolumeUnfence", "{}", 400, "'Name'" },
 		{ "/Admin.StateImport", "{\"Entries\":{}}", 400, "'Entries'" },
 		{ "/Admin.StateImport", "{\"Entries\":[{\"Name\":\"v1\"}]}", 400, "entry 0" },
 		{ "/Admin.StateImport", "{\"Entries\":[{\"Name\":\"/x\",\"Record\":\"\"}]}", 400, "invalid volume name" },

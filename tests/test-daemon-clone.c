@@ -31,6 +31,7 @@
 #include "helpers/loopxfs.h"
 #include "helpers/testbed.h"
 #include "helpers/treecmp.h"
+#include "helpers/treefill.h"
 #include "util/macro.h"
 
 static Testbed tb;
@@ -109,50 +110,11 @@ static int part_of(const char *name, char *dir, size_t len)
 	return -1;
 }
 
-static void put(const char *dir, const char *rel, const char *data)
-{
-	char path[1024];
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, rel);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
-	cr_assert_eq(write(fd, data, strlen(data)), (ssize_t)strlen(data));
-	close(fd);
-}
-
-/* A small tree: nested directories, a hard link, a symlink, a FIFO, an attribute, a hole. */
-static void fill(const char *dir)
-{
-	char p[1024], q[1024];
-	int fd;
-
-	snprintf(p, sizeof(p), "%s/sub", dir);
-	cr_assert_eq(mkdir(p, 0750), 0);
-	snprintf(p, sizeof(p), "%s/sub/deeper", dir);
-	cr_assert_eq(mkdir(p, 0700), 0);
-	put(dir, "top.txt", "top\n");
-	put(dir, "sub/deeper/data", "0123456789abcdef");
-	snprintf(p, sizeof(p), "%s/top.txt", dir);
-	snprintf(q, sizeof(q), "%s/sub/top.link", dir);
-	cr_assert_eq(link(p, q), 0);
-	snprintf(q, sizeof(q), "%s/sym", dir);
-	cr_assert_eq(symlink("sub/deeper/data", q), 0);
-	snprintf(q, sizeof(q), "%s/fifo", dir);
-	cr_assert_eq(mkfifo(q, 0600), 0);
-	cr_assert_eq(setxattr(p, "user.k", "v", 1, 0), 0);
-	cr_assert_eq(chown(p, 70, 80), 0);
-	snprintf(p, sizeof(p), "%s/sparse", dir);
-	fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-	cr_assert_eq(pwrite(fd, "end", 3, 200 << 20), 3);
-	close(fd);
-}
-
 static void create_source(const char *name, const char *opts, char *dir, size_t len)
 {
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"%s\",\"Opts\":{%s}}", name, opts), 0, "%s", client_err(&rep));
 	part_of(name, dir, len);
-	fill(dir);
+	tree_fill_sample(dir);
 }
 
 static void assert_same(const char *a, const char *b)
@@ -186,7 +148,7 @@ Test(daemon_clone, unmounted_source_is_cloned_with_its_root_and_status)
 
 	/* The clone is its own volume: mounted and written, the source does not change. */
 	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"copy\",\"ID\":\"m1\"}"), 0, "%s", client_err(&rep));
-	put(json_string_value(json_object_get(rep.json, "Mountpoint")), "top.txt", "changed in the clone\n");
+	tree_put(json_string_value(json_object_get(rep.json, "Mountpoint")), "top.txt", "changed in the clone\n");
 	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"copy\",\"ID\":\"m1\"}"), 0);
 	{
 		char p[800], buf[64] = "";

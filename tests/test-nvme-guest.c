@@ -6,7 +6,7 @@
  * USB stick. Each fact nvmevol reports is compared with what qemu was told
  * (NVQ_* variables); then the real daemon: placement, the health policy, the
  * trust rule for the USB stick (also under a device-mapper target, label
- * nvd-usb), NVMEVOL_REQUIRE_NVME, the self-test on NVMe, create / mount /
+ * nvd-usb), the cordon the health policy puts on the critical one, NVMEVOL_REQUIRE_NVME, the self-test on NVMe, create / mount /
  * remove. Elsewhere it skips, saying where it runs.
  */
 #include <criterion/criterion.h>
@@ -236,6 +236,26 @@ static json_t *status(const char *name)
 	return json_object_get(json_object_get(rep.json, "Volume"), "Status");
 }
 
+static char out[65536], err[8192];
+#define ADMIN(...) testbed_admin(&tb, (const char *const[]){ __VA_ARGS__, NULL }, out, sizeof(out), err, sizeof(err))
+
+/* The Status object of the partition labelled @label in `nvmevol status --json` (the caller's reference). */
+static json_t *partition_status(const char *label)
+{
+	json_t *j, *p, *found = NULL;
+	size_t i;
+
+	cr_assert_eq(ADMIN("status", "--json"), 0, "%s", err);
+	j = json_loads(out, 0, NULL);
+	cr_assert_not_null(j, "%s", out);
+	json_array_foreach(json_object_get(j, "partitions"), i, p)
+		if (!strcmp(s(p, "label") ? s(p, "label") : "", label))
+			found = json_incref(p);
+	json_decref(j);
+	cr_assert_not_null(found, "no partition %s: %s", label, out);
+	return found;
+}
+
 static bool mounted(const char *dev)
 {
 	char line[4096];
@@ -281,7 +301,28 @@ Test(nvme_daemon, placement_health_trust_and_the_selftest)
 	cr_expect_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"db\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
 	cr_expect_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"db\"}"), 0, "%s", client_err(&rep));
 
-	/* The critical controller: refused for a volume that enforces health, used (with a warning) otherwise. */
+	/*
+	 * The critical controller: the health policy (warn, the default) cordoned its partition at start: no new
+	 * volume there, not even one that names it, until an admin uncordons it (issue 20).
+	 */
+	p = partition_status("nvq-crit");
+	cr_expect(json_is_true(json_object_get(p, "cordoned")), "not cordoned: %s", out);
+	cr_expect_str_eq(s(json_object_get(p, "cordon"), "by") ?: "(none)", "health");
+	cr_expect(s(json_object_get(p, "cordon"), "reason") &&
+			  strstr(s(json_object_get(p, "cordon"), "reason"), "reliability degraded"),
+		  "%s", out);
+	json_decref(p);
+	cr_expect_neq(tb_call(&tb, "Create", &rep, "{\"Name\":\"lenient\",\"Opts\":{\"partition\":\"nvq-crit\"}}"), 0);
+	cr_expect(strstr(client_err(&rep), "is cordoned (by health: NVMe critical warning") &&
+			  strstr(client_err(&rep), "nvmevol partition uncordon"),
+		  "%s", client_err(&rep));
+	cr_assert_eq(ADMIN("partition", "uncordon", "nvq-crit"), 0, "%s", err);
+	/* The uncordon holds: the next readings show the same warning, which was cordoned for already. */
+	p = partition_status("nvq-crit");
+	cr_expect(json_is_false(json_object_get(p, "cordoned")), "cordoned again: %s", out);
+	json_decref(p);
+
+	/* Uncordoned: refused for a volume that enforces health, used (with a warning) otherwise. */
 	cr_expect_neq(tb_call(&tb, "Create", &rep,
 			      "{\"Name\":\"strict\",\"Opts\":{\"partition\":\"nvq-crit\",\"health\":\"enforce\"}}"), 0);
 	cr_expect(strstr(client_err(&rep), "reliability degraded") &&

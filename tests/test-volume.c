@@ -252,3 +252,72 @@ Test(record, a_clone_keeps_where_it_came_from)
 	free(s);
 	volume_unref(v);
 }
+
+/* The body of @s (a dumped record) with @from replaced by @to, and a CRC that matches it. */
+static char *rewrite_record(const char *s, const char *from, const char *to)
+{
+	char *body = NULL, *out = NULL, *p, *crc, *copy = strdup(s);
+
+	crc = strstr(copy, ",\"crc\":");
+	cr_assert_not_null(crc);
+	*crc = '\0';
+	p = strstr(copy, from);
+	cr_assert_not_null(p, "%s not in %s", from, copy);
+	*p = '\0';
+	/* The CRC covers the body closed by '}' (volume.c). */
+	cr_assert(asprintf(&body, "%s%s%s}", copy, to, p + strlen(from)) > 0);
+	cr_assert(asprintf(&out, "%.*s,\"crc\":%u}", (int)strlen(body) - 1, body, crc32c(0, body, strlen(body))) > 0);
+	free(body);
+	free(copy);
+	return out;
+}
+
+Test(record, a_fence_and_an_evacuation_mark_round_trip_and_bad_ones_are_refused)
+{
+	Volume *v = sample(), *w = NULL;
+	char *s, *bad, *err = NULL;
+
+	v->fence = calloc(1, sizeof(*v->fence));
+	strcpy(v->fence->host, "node2.example");
+	v->fence->at = 1796000456;
+	v->fence->generation = 3;
+	v->fence_generation = 3;
+	strcpy(v->evacuating_to, "11111111-2222-3333-4444-555555555555");
+	s = volume_record_dump(v, false);
+	cr_assert_eq(volume_record_parse(s, strlen(s), &w, &err), 0, "%s", err);
+	cr_assert_not_null(w->fence);
+	cr_expect_str_eq(w->fence->host, "node2.example");
+	cr_expect_eq(w->fence->at, 1796000456);
+	cr_expect_eq(w->fence->generation, 3);
+	cr_expect_eq(w->fence_generation, 3);
+	cr_expect_str_eq(w->evacuating_to, v->evacuating_to);
+	volume_unref(w);
+	w = NULL;
+
+	/* A host with a space, a generation 0: refused (with a CRC that matches), never taken for "not fenced". */
+	bad = rewrite_record(s, "\"host\":\"node2.example\"", "\"host\":\"node 2\"");
+	cr_expect_lt(volume_record_parse(bad, strlen(bad), &w, &err), 0, "%s", bad);
+	cr_expect(err && strstr(err, "moved_to"), "%s", err);
+	free(err);
+	err = NULL;
+	free(bad);
+	bad = rewrite_record(s, "\"generation\":3", "\"generation\":0");
+	cr_expect_lt(volume_record_parse(bad, strlen(bad), &w, &err), 0, "%s", bad);
+	free(err);
+	free(bad);
+	free(s);
+
+	/* Unfenced: no "moved_to", the generation kept. */
+	free(v->fence);
+	v->fence = NULL;
+	v->evacuating_to[0] = '\0';
+	s = volume_record_dump(v, false);
+	cr_expect_null(strstr(s, "moved_to"), "%s", s);
+	cr_expect_null(strstr(s, "evacuating_to"), "%s", s);
+	cr_assert_eq(volume_record_parse(s, strlen(s), &w, &err), 0, "%s", err);
+	cr_expect_null(w->fence);
+	cr_expect_eq(w->fence_generation, 3);
+	volume_unref(w);
+	free(s);
+	volume_unref(v);
+}

@@ -150,6 +150,17 @@ static const CliCommand commands[] = {
 	  "remove its snapshots first.\n"
 	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
 	  CLI_OPTS_TARGET, 2, 2, cmd_volume_snapshot_rm, true },
+	{ "volume fence", "NAME HOST",
+	  "Marks a volume as moved to HOST (what a move does at its end): its record\n"
+	  "says so with the time and a generation number, and a Mount here is refused\n"
+	  "with an error naming HOST. Get, List and Remove work as before. Refused\n"
+	  "while the volume is mounted.\n"
+	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET, 2, 2, cmd_volume_fence, true },
+	{ "volume unfence", "NAME",
+	  "Lets a fenced volume be mounted here again (its data as of the move).\n"
+	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET, 1, 1, cmd_volume_unfence, true },
 	{ "volume rollback", "NAME SNAPSHOT",
 	  "Puts a volume back to a snapshot, as one atomic swap (RENAME_EXCHANGE), and\n"
 	  "deletes the state it had (take a snapshot first to keep it). Only while the\n"
@@ -220,6 +231,28 @@ static const CliCommand commands[] = {
 	  "while one of its volumes is mounted.\n"
 	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
 	  CLI_OPTS_TARGET, 1, 1, cmd_partition_adopt },
+	{ "partition cordon", "UUID|LABEL",
+	  "Cordons a partition: it gets no new volumes (placement skips it, and a\n"
+	  "Create that names it with partition= is refused); its volumes are served as\n"
+	  "before. Kept on the partition itself (nvmevol/cordon.json), so it holds\n"
+	  "across restarts and follows the disk. The health policy (warn or enforce)\n"
+	  "cordons a partition whose NVMe controller reports a critical warning.\n"
+	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET, 1, 1, cmd_partition_cordon },
+	{ "partition uncordon", "UUID|LABEL",
+	  "Lets a cordoned partition receive new volumes again.\n"
+	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET, 1, 1, cmd_partition_uncordon },
+	{ "partition evacuate", "UUID|LABEL [--to UUID|LABEL]",
+	  "Moves every volume of a partition to other partitions of this host, keeping\n"
+	  "its name, options, owner and limits; the partition is cordoned first. A\n"
+	  "volume not in use is copied, verified, then switched at once: its next Mount\n"
+	  "serves it from the new partition. A volume in use is listed as waiting: stop\n"
+	  "its containers and run the command again. A volume with snapshots is\n"
+	  "refused (named): remove or export its snapshots first.\n"
+	  "\nOptions:\n"
+	  "  --to PART        move them there (default: placement's choice for each)\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET | CLI_OPT_TO, 1, 1, cmd_partition_evacuate },
 	{ "state import", "[DIR] [--keep]",
 	  "Imports the volume index of an older install's state directory (default\n"
 	  "/var/lib/nvmevol, where nvmevol 0.1 kept it) into the running plugin: the\n"
@@ -304,6 +337,7 @@ static const CliOptionDef option_defs[] = {
 	{ "history", CLI_OPT_HISTORY, 0 },
 	{ "snapshot", CLI_OPT_SNAPSHOT, offsetof(CliArgs, snapshot) },
 	{ "from", CLI_OPT_FROM, offsetof(CliArgs, from) },
+	{ "to", CLI_OPT_TO, offsetof(CliArgs, to) },
 };
 
 /* One pass over every option of every command; the words that are not options end up in a->args. */

@@ -31,6 +31,7 @@ typedef enum CliOption {
 	CLI_OPT_SNAPSHOT = 1u << 14,
 	CLI_OPT_O = 1u << 15, /* -o KEY=VALUE, repeated */
 	CLI_OPT_FROM = 1u << 20, /* volume send --from */
+	CLI_OPT_TO = 1u << 16,
 	/* Every command that talks to the plugin takes these. */
 	CLI_OPTS_TARGET = CLI_OPT_JSON | CLI_OPT_PLUGIN | CLI_OPT_SOCKET,
 } CliOption;
@@ -42,6 +43,7 @@ typedef struct CliArgs {
 	const char *label_prefix, *devices, *require_nvme, *health; /* devices */
 	const char *snapshot;                                       /* volume export */
 	const char *from;                                           /* volume send: the base snapshot */
+	const char *to;                                             /* partition evacuate */
 	const char *o[64];                                          /* volume import: -o KEY=VALUE */
 	int n_o;
 	char **args; /* the words that are not options, in order: the command, then its arguments */

@@ -169,6 +169,9 @@ static void print_partitions(const json_t *parts)
 			snprintf(state, sizeof(state), "missing");
 		else if (!json_is_true(json_object_get(p, "adopted")))
 			snprintf(state, sizeof(state), "read-only (adopt it)");
+		else if (json_is_true(json_object_get(p, "cordoned")))
+			snprintf(state, sizeof(state), "cordoned (%s)",
+				 str(json_object_get(p, "cordon"), "by") ? str(json_object_get(p, "cordon"), "by") : "?");
 		else
 			snprintf(state, sizeof(state), "ready");
 		human_bytes((uint64_t)num(p, "size_bytes"), size, sizeof(size));
@@ -986,6 +989,88 @@ int cmd_partition_adopt(const CliArgs *a, char **args, int n)
 		return print_json(j);
 	printf("partition %s adopted: mounted read-write, it receives new volumes\n", args[0]);
 	return CLI_EXIT_OK;
+}
+
+/* ---- partition cordon, uncordon, evacuate; volume fence, unfence ---- */
+
+/* Sends @req to @endpoint; prints the result as JSON, or @fmt with the result's "result" and @what. */
+static int simple_call(const CliArgs *a, const char *endpoint, json_t *req, const char *what)
+{
+	_cleanup_(admin_target_done) AdminTarget t = { 0 };
+	_cleanup_(json_decrefp) json_t *j = NULL;
+	int r;
+
+	if (!req)
+		return cli_fail(a, "out of memory");
+	r = ask(a, &t, endpoint, req, &j);
+	json_decref(req);
+	if (r != 0)
+		return r;
+	if (a->given & CLI_OPT_JSON)
+		return print_json(j);
+	printf("%s %s: %s\n", what, str(j, "partition") ? str(j, "partition") : str(j, "name") ? str(j, "name") : "?",
+	       str(j, "result") ? str(j, "result") : "done");
+	return CLI_EXIT_OK;
+}
+
+int cmd_partition_cordon(const CliArgs *a, char **args, int n)
+{
+	return simple_call(a, ADMIN_PATH_PARTITION_CORDON, json_pack("{s:s}", "Partition", args[0]), "partition");
+}
+
+int cmd_partition_uncordon(const CliArgs *a, char **args, int n)
+{
+	return simple_call(a, ADMIN_PATH_PARTITION_UNCORDON, json_pack("{s:s}", "Partition", args[0]), "partition");
+}
+
+int cmd_volume_fence(const CliArgs *a, char **args, int n)
+{
+	return simple_call(a, ADMIN_PATH_VOLUME_FENCE, json_pack("{s:s,s:s}", "Name", args[0], "Host", args[1]), "volume");
+}
+
+int cmd_volume_unfence(const CliArgs *a, char **args, int n)
+{
+	return simple_call(a, ADMIN_PATH_VOLUME_UNFENCE, json_pack("{s:s}", "Name", args[0]), "volume");
+}
+
+static void print_names(const char *title, const json_t *arr)
+{
+	size_t i;
+	json_t *e;
+
+	json_array_foreach(arr, i, e)
+		printf("  %s %s%s%s\n", title, str(e, "name") ? str(e, "name") : "?", str(e, "why") ? ": " : "",
+		       str(e, "why") ? str(e, "why") : "");
+}
+
+int cmd_partition_evacuate(const CliArgs *a, char **args, int n)
+{
+	_cleanup_(admin_target_done) AdminTarget t = { 0 };
+	_cleanup_(json_decrefp) json_t *j = NULL, *req = json_pack("{s:s}", "Partition", args[0]);
+	size_t waiting, refused;
+	int r;
+
+	if (!req || (a->to && json_object_set_new(req, "To", json_string(a->to)) < 0))
+		return cli_fail(a, "out of memory");
+	if ((r = ask(a, &t, ADMIN_PATH_PARTITION_EVACUATE, req, &j)) != 0)
+		return r;
+	waiting = json_array_size(json_object_get(j, "waiting"));
+	refused = json_array_size(json_object_get(j, "refused"));
+	if (a->given & CLI_OPT_JSON)
+		r = print_json(j);
+	else {
+		printf("partition %s: cordoned; %zu volume(s) moved, %zu waiting, %zu refused\n", args[0],
+		       json_array_size(json_object_get(j, "moved")), waiting, refused);
+		print_names("moved", json_object_get(j, "moved"));
+		print_names("waiting for an unmount:", json_object_get(j, "waiting"));
+		print_names("refused", json_object_get(j, "refused"));
+		if (waiting || refused)
+			printf("stop the containers of the waiting volumes (or deal with the refused ones), then run "
+			       "'nvmevol partition evacuate %s' again\n", args[0]);
+		r = CLI_EXIT_OK;
+	}
+	/* Not every volume left: the partition is not empty yet, and a script must see that. */
+	return r == CLI_EXIT_OK && (waiting || refused) ? CLI_EXIT_FAILURE : r;
 }
 
 /* ---- state import ---- */

@@ -17,6 +17,11 @@ int cmd_volume_rollback(const CliArgs *a, char **args, int n);
 int cmd_volume_export(const CliArgs *a, char **args, int n);
 int cmd_volume_import(const CliArgs *a, char **args, int n);
 int cmd_partition_adopt(const CliArgs *a, char **args, int n);
+int cmd_partition_cordon(const CliArgs *a, char **args, int n);
+int cmd_partition_uncordon(const CliArgs *a, char **args, int n);
+int cmd_partition_evacuate(const CliArgs *a, char **args, int n);
+int cmd_volume_fence(const CliArgs *a, char **args, int n);
+int cmd_volume_unfence(const CliArgs *a, char **args, int n);
 int cmd_state_import(const CliArgs *a, char **args, int n);
 
 /*

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
+#include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 
 #include "clone/clone-file.h"
 #include "util/alloc-util.h"
+#include "util/io-util.h"
 #include "util/macro.h"
 
 int clone_file_reflink(int src, int dst)
@@ -25,10 +28,37 @@ int clone_file_reflink(int src, int dst)
 	return 0;
 }
 
+/*
+ * [in, end) of @src to the same offsets of @dst with pread/pwrite: where
+ * copy_file_range() does not reach (two filesystems: the kernel answers EXDEV).
+ */
+static int copy_range_rw(int src, int dst, off_t in, off_t end)
+{
+	_cleanup_free_ char *buf = malloc(1 << 20);
+
+	if (!buf)
+		return -ENOMEM;
+	while (in < end) {
+		ssize_t n = pread(src, buf, (size_t)(end - in < (1 << 20) ? end - in : (1 << 20)), in);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return negative_errno();
+		if (n == 0)
+			break; /* the source shrank under us */
+		int r = pwrite_all(dst, buf, (size_t)n, (uint64_t)in);
+		if (r < 0)
+			return r;
+		in += n;
+	}
+	return 0;
+}
+
 int clone_file_copy(int src, int dst)
 {
 	struct stat st;
 	off_t pos = 0;
+	bool rw = false;
 
 	if (fstat(src, &st) < 0)
 		return negative_errno();
@@ -48,10 +78,22 @@ int clone_file_copy(int src, int dst)
 		if (hole > st.st_size)
 			hole = st.st_size;
 		for (off_t in = data, out = data; in < hole;) {
-			ssize_t n = copy_file_range(src, &in, dst, &out, (size_t)(hole - in), 0);
+			ssize_t n;
+
+			if (rw) {
+				int r = copy_range_rw(src, dst, in, hole);
+				if (r < 0)
+					return r;
+				break;
+			}
+			n = copy_file_range(src, &in, dst, &out, (size_t)(hole - in), 0);
 			if (n < 0) {
 				if (errno == EINTR)
 					continue;
+				if (errno == EXDEV || errno == EOPNOTSUPP || errno == EINVAL) {
+					rw = true;
+					continue;
+				}
 				return negative_errno();
 			}
 			if (n == 0)

@@ -975,7 +975,7 @@ static int walk_run(Walk *w, bool fresh)
 	if (w->mode != WALK_MEASURE) {
 		if (fstat(w->p->dst_fd, &b) < 0)
 			return fail(w, negative_errno(), "cannot stat the clone", NULL);
-		if (b.st_dev != a.st_dev)
+		if (b.st_dev != a.st_dev && !(w->p->other_fs && w->p->allow_copy))
 			return errmsg_set(w->reterr_msg, -EXDEV, "the clone must be on the source's filesystem");
 		r = dircursor_init(&w->c, w->p->dst_fd);
 		if (r < 0)
@@ -1149,7 +1149,7 @@ int clone_tree(const CloneParams *p, CloneStats *ret_stats, char **reterr_msg)
 	CloneStats st = { 0 };
 	uint64_t t0 = freeze_now_us();
 	unsigned attempts = p->attempts ? p->attempts : CLONE_ATTEMPTS_DEFAULT;
-	bool reflink = true;
+	bool reflink = !p->other_fs; /* blocks are never shared across filesystems */
 	int r = 0;
 
 	/* A copy is verified by modification times: a write through a mapping must fault to set them (clone.h). */

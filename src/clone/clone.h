@@ -32,6 +32,9 @@
  * After freeze_abort_all() (a stop) it thaws at once and fails with
  * -ECANCELED.
  *
+ * With CloneParams.other_fs the destination may be on another filesystem (each
+ * walk still stays on its own one); blocks are never shared then.
+ *
  * Where blocks cannot be shared (CloneParams.allow_copy), the data is copied
  * in pass 1 and the frozen pass only checks that nothing changed since:
  * sizes and modification times of files, names, types and links (a copy has
@@ -72,6 +75,7 @@ typedef struct CloneParams {
 	unsigned attempts;         /* 0 = CLONE_ATTEMPTS_DEFAULT */
 	uint64_t mem_max;          /* 0 = CLONE_MEM_MAX_DEFAULT */
 	bool allow_copy;           /* copy the data where blocks cannot be shared (verified under freeze_fd) */
+	bool other_fs;             /* dst_fd is on another filesystem (an evacuation): every file copied; needs allow_copy */
 } CloneParams;
 
 typedef struct CloneStats {

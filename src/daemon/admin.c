@@ -32,6 +32,11 @@ static const char *const endpoint_paths[_ADMIN_ENDPOINT_MAX] = {
 	[ADMIN_VOLUME_RECEIVE_OPEN] = ADMIN_PATH_VOLUME_RECEIVE_OPEN,
 	[ADMIN_VOLUME_RECEIVE_COMMIT] = ADMIN_PATH_VOLUME_RECEIVE_COMMIT,
 	[ADMIN_VOLUME_RECEIVE_ABORT] = ADMIN_PATH_VOLUME_RECEIVE_ABORT,
+	[ADMIN_PARTITION_CORDON] = ADMIN_PATH_PARTITION_CORDON,
+	[ADMIN_PARTITION_UNCORDON] = ADMIN_PATH_PARTITION_UNCORDON,
+	[ADMIN_PARTITION_EVACUATE] = ADMIN_PATH_PARTITION_EVACUATE,
+	[ADMIN_VOLUME_FENCE] = ADMIN_PATH_VOLUME_FENCE,
+	[ADMIN_VOLUME_UNFENCE] = ADMIN_PATH_VOLUME_UNFENCE,
 };
 
 const char *admin_endpoint_to_path(AdminEndpoint e)
@@ -53,6 +58,8 @@ void admin_request_done(AdminRequest *req)
 	free(req->partition);
 	free(req->snapshot);
 	free(req->token);
+	free(req->to);
+	free(req->host);
 	json_decref(req->changes);
 	json_decref(req->expect);
 	json_decref(req->entries);
@@ -91,7 +98,7 @@ static bool has_name(AdminEndpoint e)
 	       e == ADMIN_VOLUME_SNAPSHOT_REMOVE || e == ADMIN_VOLUME_ROLLBACK || e == ADMIN_VOLUME_EXPORT_OPEN ||
 	       e == ADMIN_VOLUME_EXPORT_CLOSE || e == ADMIN_VOLUME_IMPORT_OPEN || e == ADMIN_VOLUME_IMPORT_COMMIT ||
 	       e == ADMIN_VOLUME_IMPORT_ABORT || e == ADMIN_VOLUME_RECEIVE_OPEN || e == ADMIN_VOLUME_RECEIVE_COMMIT ||
-	       e == ADMIN_VOLUME_RECEIVE_ABORT;
+	       e == ADMIN_VOLUME_RECEIVE_ABORT || e == ADMIN_VOLUME_FENCE || e == ADMIN_VOLUME_UNFENCE;
 }
 
 /* A snapshot ID ("Base", "Id"): 32 lower-case hex digits; required unless @optional. */
@@ -124,6 +131,34 @@ static int parse_options(json_t *j, json_t **ret, unsigned *ret_status, char **r
 			return refuse(400, ret_status, reterr_msg, -EINVAL, "option '%.64s' must be a string", key);
 	*ret = json_incref(o);
 	return 0;
+}
+
+static int parse_partition_field(json_t *j, const char *key, bool optional, char **ret, unsigned *ret_status,
+				 char **reterr_msg)
+{
+	json_t *f = json_object_get(j, key);
+
+	if (!f && optional)
+		return 0;
+	if (!json_is_string(f) || strlen(json_string_value(f)) != json_string_length(f) ||
+	    !partition_ref_ok(json_string_value(f)))
+		return refuse(400, ret_status, reterr_msg, -EINVAL, "missing or invalid '%s': give a label or UUID", key);
+	*ret = strdup(json_string_value(f));
+	return *ret ? 0 : -ENOMEM;
+}
+
+/* A host name as a move names the other node: printable, no spaces, at most ADMIN_FENCE_HOST_MAX bytes. */
+static int parse_host(json_t *j, char **ret, unsigned *ret_status, char **reterr_msg)
+{
+	json_t *f = json_object_get(j, "Host");
+	const char *h = json_string_value(f);
+
+	if (!h || strlen(h) != json_string_length(f) || strlen(h) == 0 || strlen(h) > ADMIN_FENCE_HOST_MAX ||
+	    !string_is_printable_ascii(h) || strchr(h, ' '))
+		return refuse(400, ret_status, reterr_msg, -EINVAL,
+			      "missing or invalid 'Host': 1 to %d printable characters without spaces", ADMIN_FENCE_HOST_MAX);
+	*ret = strdup(h);
+	return *ret ? 0 : -ENOMEM;
 }
 
 static int parse_partition(json_t *j, char **ret, unsigned *ret_status, char **reterr_msg)
@@ -302,6 +337,18 @@ int admin_request_parse(const char *method, const char *path, const char *body, 
 				r = parse_id(j, "Id", false, &req.id, ret_status, reterr_msg);
 		}
 		break;
+	case ADMIN_PARTITION_CORDON:
+	case ADMIN_PARTITION_UNCORDON:
+		r = parse_partition(j, &req.partition, ret_status, reterr_msg);
+		break;
+	case ADMIN_PARTITION_EVACUATE:
+		r = parse_partition(j, &req.partition, ret_status, reterr_msg);
+		if (r == 0)
+			r = parse_partition_field(j, "To", true, &req.to, ret_status, reterr_msg);
+		break;
+	case ADMIN_VOLUME_FENCE:
+		r = parse_host(j, &req.host, ret_status, reterr_msg);
+		break;
 	case ADMIN_PARTITION_ADOPT:
 		f = json_object_get(j, "Partition");
 		if (!json_is_string(f) || strlen(json_string_value(f)) != json_string_length(f) ||
@@ -355,6 +402,7 @@ static unsigned status_of(int r)
 	case -EUCLEAN:
 	case -EOPNOTSUPP:
 	case -EDQUOT:
+	case -EPERM:
 		return 409;
 	default:
 		return 500;
@@ -527,6 +575,20 @@ static void dispatch(Admin *a, const AdminRequest *req, json_t **ret, char **ret
 		break;
 	case ADMIN_VOLUME_RECEIVE_ABORT:
 		r = manager_receive_abort(a->manager, req->name, req->token, req->partition, req->base, ret, reterr_msg);
+		break;
+	case ADMIN_PARTITION_CORDON:
+	case ADMIN_PARTITION_UNCORDON:
+		r = manager_partition_cordon(a->manager, req->partition, req->endpoint == ADMIN_PARTITION_CORDON, NULL, ret,
+					     reterr_msg);
+		break;
+	case ADMIN_PARTITION_EVACUATE:
+		r = manager_partition_evacuate(a->manager, req->partition, req->to, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_FENCE:
+		r = manager_volume_fence(a->manager, req->name, req->host, ret, reterr_msg);
+		break;
+	case ADMIN_VOLUME_UNFENCE:
+		r = manager_volume_unfence(a->manager, req->name, ret, reterr_msg);
 		break;
 	default:
 		r = -EINVAL;

@@ -25,6 +25,11 @@
  *   /Admin.VolumeImportOpen {"Name","Options"?}                a directory bound read-write for the command
  *   /Admin.VolumeImportCommit {"Name","Token","Partition","Options"?}  the volume, made from it
  *   /Admin.VolumeImportAbort {"Name","Token","Partition"}
+ *   /Admin.PartitionCordon {"Partition"}                       no new volumes there (kept on the partition)
+ *   /Admin.PartitionUncordon {"Partition"}
+ *   /Admin.PartitionEvacuate {"Partition","To"?}              its idle volumes moved to other partitions
+ *   /Admin.VolumeFence     {"Name","Host"}                     moved to HOST: Mount refused until unfenced
+ *   /Admin.VolumeUnfence   {"Name"}
  */
 #pragma once
 
@@ -59,6 +64,11 @@ typedef enum AdminEndpoint {
 	ADMIN_VOLUME_RECEIVE_OPEN,
 	ADMIN_VOLUME_RECEIVE_COMMIT,
 	ADMIN_VOLUME_RECEIVE_ABORT,
+	ADMIN_PARTITION_CORDON,
+	ADMIN_PARTITION_UNCORDON,
+	ADMIN_PARTITION_EVACUATE,
+	ADMIN_VOLUME_FENCE,
+	ADMIN_VOLUME_UNFENCE,
 	_ADMIN_ENDPOINT_MAX,
 	_ADMIN_ENDPOINT_INVALID = -EINVAL,
 } AdminEndpoint;
@@ -72,6 +82,8 @@ typedef struct AdminRequest {
 	char *partition; /* validated label or UUID */
 	char *snapshot;  /* validated snapshot name (NULL: not given) */
 	char *token;     /* validated export token */
+	char *to;        /* validated label or UUID (evacuate's target), NULL if not given */
+	char *host;      /* validated fence host */
 	json_t *changes; /* object of strings (resize, set) */
 	json_t *expect;  /* object of mount ID: count (release) */
 	json_t *entries; /* array of {"Name","Record"} (import) */

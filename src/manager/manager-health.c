@@ -33,6 +33,7 @@ typedef struct HealthCache {
 	HealthReading last;
 	bool reading;        /* one thread is reading, without health_lock: the others use the last one */
 	pthread_cond_t done; /* broadcast when a reading is published */
+	uint8_t cordoned_for; /* the critical warning this run cordoned the partition for (0: none) */
 } HealthCache;
 
 
@@ -138,6 +139,25 @@ static void evaluate(Manager *m, const PartitionInfo *info, const PartitionDevic
 			       ret);
 }
 
+/*
+ * True the first time a reading shows critical warning @cw (0 resets): an
+ * admin's uncordon then holds until the controller reports another warning
+ * (or the plugin restarts), instead of being undone by the next reading.
+ */
+static bool new_critical_warning(Partition *part, uint8_t cw)
+{
+	HealthCache *c;
+	bool first;
+
+	pthread_mutex_lock(&part->health_lock);
+	c = part->health_cache;
+	first = c && cw && c->cordoned_for != cw;
+	if (c)
+		c->cordoned_for = cw;
+	pthread_mutex_unlock(&part->health_lock);
+	return first;
+}
+
 /* Placement order from a fresh reading (pool.h): refused under the plugin-wide settings goes last. */
 static void set_rank(Manager *m, Partition *part, const PartitionInfo *info, const PartitionDevice *dev,
 		     const HealthReading *h)
@@ -161,6 +181,10 @@ static void set_rank(Manager *m, Partition *part, const PartitionInfo *info, con
 			rank = PARTITION_HEALTH_REFUSED;
 	}
 	partition_set_health_rank(m->pool, part, rank);
+	/* A failing controller gets no new volumes, under warn as under enforce (off: nvmevol does not judge). */
+	if (h->ok && new_critical_warning(part, h->health.critical_warning) &&
+	    (m->cfg->health == DEVICE_POLICY_WARN || m->cfg->health == DEVICE_POLICY_ENFORCE))
+		manager_cordon_for_health(m, part, h->health.critical_warning);
 }
 
 void manager_health_refresh_all(Manager *m)

@@ -100,7 +100,7 @@ int manager_refresh_index_only(Manager *m, Volume *v, PartitionFs *fs);
 
 /* manager-status.c: the Volume object of Get, Status included. */
 json_t *manager_volume_json(Manager *m, Volume *v);
-/* manager-status.c: "ready", "mounted", "partition-missing" or "record-unreadable" (static strings; registry lock held). */
+/* manager-status.c: "ready", "mounted", "fenced", "partition-missing" or "record-unreadable" (static strings; registry lock held). */
 const char *manager_volume_condition(const Volume *v, const PartitionInfo *info);
 
 /* manager-health.c: NVMe health (cached per partition) and the device policy at Mount, Create and in Status. */
@@ -112,6 +112,32 @@ void manager_health_refresh_all(Manager *m);
 int manager_health_metric(Manager *m, Partition *part);
 /* Adds "device", "xfs", "health" (last reading, never a new one) and "policy" to a partition's Status object. */
 void manager_health_add_status(Manager *m, Partition *part, const VolumeOptions *o, json_t *partition);
+
+/*
+ * manager-cordon.c: writes @c to @part's nvmevol/cordon.json, then publishes
+ * it (the caller holds create_lock when a Create must not race it).
+ */
+int manager_cordon_set(Manager *m, Partition *part, const PartitionCordon *c, char **reterr_msg);
+/* The health policy's cordon of a partition whose controller reports @critical_warning (once; logged). */
+void manager_cordon_for_health(Manager *m, Partition *part, uint8_t critical_warning);
+/* -EPERM and an Err saying how to uncordon, when a Create names a cordoned partition. */
+int manager_cordon_check_create(const PartitionInfo *info, const char *pname, const char *name, char **reterr_msg);
+/* "cordoned" and, while on, "cordon": {"by","since","reason"} in a partition's Status object. */
+void manager_cordon_add_status(const PartitionInfo *info, json_t *partition);
+
+/* manager.c: what Create checks of a partition for a new volume @name, and makes its directory (evacuate uses both). */
+int manager_check_target(Manager *m, Partition *part, PartitionFs *fs, const PartitionInfo *info, const char *pname,
+			 const char *name, const VolumeOptions *opts, char **reterr_msg);
+int manager_make_volume_dir(Manager *m, Volume *v, PartitionFs *fs, const char *pname, bool *made, char **reterr_msg);
+/* manager-evacuate.c: at start, after recovery: finishes or rolls back evacuations a crash interrupted. */
+void manager_evacuate_recover(Manager *m);
+/* manager-evacuate.c: -EBUSY and an Err when @v's record says an evacuation of it was interrupted (its target missing). */
+int manager_evacuate_check_mount(const Volume *v, char **reterr_msg);
+
+/* manager-fence.c: -EPERM and an Err naming the new host and 'volume unfence' when @v is fenced (op_lock held). */
+int manager_fence_check_mount(const Volume *v, char **reterr_msg);
+/* manager-fence.c: "fenced" and "moved_to" in Status (registry lock held). */
+void manager_fence_add_status(const Volume *v, json_t *status);
 
 /* manager-clone.c: Create with from=SOURCE. */
 typedef struct ClonePrep {

@@ -109,6 +109,7 @@ int manager_metrics_snapshot(Manager *m, MetricsSnapshot *ret)
 		label_escape(infos[i].label, mp->label, sizeof(mp->label));
 		snprintf(mp->device, sizeof(mp->device), "%s", infos[i].device);
 		mp->present = infos[i].present;
+		mp->cordoned = infos[i].cordon.on;
 		mp->quota = infos[i].quota;
 		fs = partition_fs_get(m->pool, parts[i]);
 		partition_space(fs, mp);

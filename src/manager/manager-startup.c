@@ -629,6 +629,8 @@ int manager_start(Manager *m, char **reterr_msg)
 		recover_partition(m, part, fs, &info);
 		partition_fs_put(fs);
 	}
+	/* After the directories: an evacuation's uncommitted copy went to the trash with its pending entry. */
+	manager_evacuate_recover(m);
 
 	r = store_load_index(m->store, index_entry_unregistered, load_index_entry, m);
 	if (r == 0) {

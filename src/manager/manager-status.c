@@ -20,6 +20,8 @@ const char *manager_volume_condition(const Volume *v, const PartitionInfo *info)
 		return "record-unreadable";
 	if (!info->present)
 		return "partition-missing";
+	if (v->fence && !v->mounted)
+		return "fenced";
 	return v->mounted ? "mounted" : "ready";
 }
 
@@ -64,6 +66,7 @@ static json_t *partition_json(const Volume *v, const PartitionInfo *info, Partit
 							      "'nvmevol partition adopt' or a plugin restart"));
 	json_object_set_new(p, "mount_options", json_string(info->verified_options));
 	json_object_set_new(p, "project_quota", json_boolean(info->quota));
+	manager_cordon_add_status(info, p);
 	if (fs) {
 		uint64_t free_b = 0, total_b = 0;
 		if (partition_fs_free_bytes(fs, &free_b, &total_b) == 0) {
@@ -162,6 +165,7 @@ json_t *manager_volume_json(Manager *m, Volume *v)
 	if (v->selftest)
 		json_object_set_new(status, "selftest", json_deep_copy(v->selftest));
 	manager_clone_add_status(v, status);
+	manager_fence_add_status(v, status);
 	manager_snapshot_add_status(v, status);
 	registry_foreach_shadow_locked(m->reg, v->name, add_conflict, conflicts);
 	opts = v->opts;
@@ -248,6 +252,7 @@ static json_t *pool_partition_json(Manager *m, Partition *part, size_t n_volumes
 	json_object_set_new(p, "read_only", json_boolean(info.read_only));
 	json_object_set_new(p, "project_quota", json_boolean(info.quota));
 	json_object_set_new(p, "volumes", json_integer((json_int_t)n_volumes));
+	manager_cordon_add_status(&info, p);
 	if (info.present)
 		json_object_set_new(p, "mount_options", json_string(info.verified_options));
 	if (info.problem[0])

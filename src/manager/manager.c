@@ -170,7 +170,7 @@ static int foreign_dir_error(const char *pname, const char *name, char **reterr_
 }
 
 /* Creates the served directory, owned and moded as asked, with its limits. *made is set once it exists. */
-static int make_volume_dir(Manager *m, Volume *v, PartitionFs *fs, const char *pname, bool *made, char **reterr_msg)
+int manager_make_volume_dir(Manager *m, Volume *v, PartitionFs *fs, const char *pname, bool *made, char **reterr_msg)
 {
 	_cleanup_close_ int fd = -EBADF;
 	struct stat st;
@@ -201,9 +201,10 @@ static int make_volume_dir(Manager *m, Volume *v, PartitionFs *fs, const char *p
 }
 
 /* Whether @part may take the new volume @name: adopted, no foreign record of that name, health, limits. */
-static int check_target(Manager *m, Partition *part, PartitionFs *fs, const PartitionInfo *info, const char *pname,
-			const char *name, const VolumeOptions *opts, char **reterr_msg)
+int manager_check_target(Manager *m, Partition *part, PartitionFs *fs, const PartitionInfo *info, const char *pname,
+			 const char *name, const VolumeOptions *opts, char **reterr_msg)
 {
+	PartitionInfo now;
 	struct stat st;
 	int r;
 
@@ -227,6 +228,11 @@ static int check_target(Manager *m, Partition *part, PartitionFs *fs, const Part
 		return errmsg_set(reterr_msg, negative_errno(), "cannot look at volumes/%s on partition %s: %s", name,
 				  pname, errno_str(errno));
 	r = manager_health_check_create(m, part, name, opts, reterr_msg);
+	if (r < 0)
+		return r;
+	/* After the health check: a fresh reading with a critical warning may have cordoned it just now. */
+	partition_snapshot(m->pool, part, &now);
+	r = manager_cordon_check_create(&now, pname, name, reterr_msg);
 	if (r < 0)
 		return r;
 	return sizelimit_check_create(fs, pname, opts, reterr_msg);
@@ -261,7 +267,7 @@ static int commit_volume(Manager *m, Volume *v, PartitionFs *fs, const char *pna
 		errmsg_set(reterr_msg, r, "cannot write the volume index in %s: %s", store_path(m->store), errno_str(r));
 		goto rollback;
 	}
-	r = make_volume_dir(m, v, fs, pname, &made_dir, reterr_msg);
+	r = manager_make_volume_dir(m, v, fs, pname, &made_dir, reterr_msg);
 	if (r < 0)
 		goto rollback;
 	/* The clone fills the directory before the commit point: a crash leaves a directory start-up rolls back. */
@@ -389,7 +395,7 @@ static int create_locked(Manager *m, const char *name, const VolumeOptions *opts
 	partition_display_name(&info, pname, sizeof(pname));
 	if (!fs)
 		return errmsg_set(reterr_msg, -ENODEV, "partition %s went away: %s", pname, info.problem);
-	r = check_target(m, part, fs, &info, pname, name, opts, reterr_msg);
+	r = manager_check_target(m, part, fs, &info, pname, name, opts, reterr_msg);
 	if (r < 0)
 		goto out;
 
@@ -494,6 +500,10 @@ int manager_refresh_index_only(Manager *m, Volume *v, PartitionFs *fs)
 		v->created_at = rec->created_at;
 		v->projid = rec->projid;
 		memcpy(v->partition_label, rec->partition_label, sizeof(v->partition_label));
+		/* The fence travels with the record: a disk fenced elsewhere is fenced here too. */
+		free(v->fence);
+		v->fence = TAKE_PTR(rec->fence);
+		v->fence_generation = rec->fence_generation;
 	}
 	v->index_only = false;
 	registry_unlock(m->reg);
@@ -756,6 +766,11 @@ static int mount_locked(Manager *m, Volume *v, const char *id, char **ret_mountp
 	if (v->corrupt)
 		return errmsg_set(reterr_msg, -EUCLEAN, "volume %s cannot be mounted: its record is unreadable (%s)",
 				  v->name, v->corrupt);
+	r = manager_fence_check_mount(v, reterr_msg);
+	if (r == 0)
+		r = manager_evacuate_check_mount(v, reterr_msg);
+	if (r < 0)
+		return r;
 	fs = ensure_partition(m, v, reterr_msg);
 	if (!fs)
 		return v->removed ? -ENOENT : -ENODEV;
@@ -824,10 +839,17 @@ int manager_mount(Manager *m, const char *name, const char *id, char **ret_mount
 		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
 	if (!mount_id_is_valid(id))
 		return errmsg_set(reterr_msg, -EINVAL, "invalid mount ID");
-	v = registry_lookup(m->reg, name);
-	if (!v)
-		return errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", name);
-	pthread_mutex_lock(&v->op_lock);
+	for (int attempt = 0;; attempt++) {
+		v = registry_lookup(m->reg, name);
+		if (!v)
+			return errmsg_set(reterr_msg, -ENOENT, "no such volume: %s", name);
+		pthread_mutex_lock(&v->op_lock);
+		/* Evacuated while this Mount waited: its successor, on the new partition, is the one to mount. */
+		if (!v->replaced || attempt == 2)
+			break;
+		pthread_mutex_unlock(&v->op_lock);
+		v = volume_unref(v);
+	}
 	r = mount_locked(m, v, id, ret_mountpoint, reterr_msg);
 	pthread_mutex_unlock(&v->op_lock);
 	return r;

@@ -62,6 +62,27 @@ size_t manager_count(Manager *m);
  * the partition does). Refused while the partition is present or the volume mounted.
  */
 int manager_forget(Manager *m, const char *name, char **reterr_msg);
+/*
+ * Admin: cordons (@on) or uncordons partition @ref (label or UUID): no new
+ * volumes while cordoned, persisted on the partition (manager-cordon.c).
+ * {"partition","result","cordoned","cordon"?}
+ */
+int manager_partition_cordon(Manager *m, const char *ref, bool on, const char *reason, json_t **ret_result,
+			     char **reterr_msg);
+/*
+ * Admin: cordons partition @ref, then moves each of its volumes that is not
+ * in use to another partition of this host (@to, or placement's choice):
+ * copied, verified, switched at the commit point of its record
+ * (manager-evacuate.c). {"partition","moved":[...],"waiting":[...],"refused":[...]}
+ */
+int manager_partition_evacuate(Manager *m, const char *ref, const char *to, json_t **ret_result, char **reterr_msg);
+/*
+ * Fences volume @name: moved to @host (its record says so, with the time and
+ * a generation number), so a Mount here is refused until it is unfenced; Get,
+ * List and Remove work as before (manager-fence.c).
+ */
+int manager_volume_fence(Manager *m, const char *name, const char *host, json_t **ret_result, char **reterr_msg);
+int manager_volume_unfence(Manager *m, const char *name, json_t **ret_result, char **reterr_msg);
 /* Admin: lets partition @ref (label or UUID), found after start and read-only, receive new volumes. */
 int manager_adopt_partition(Manager *m, const char *ref, char **reterr_msg);
 

@@ -201,6 +201,7 @@ static void render_part_gauge(Prom *pr, const MetricsSnapshot *s, const char *na
 
 PART_GETTER(get_present, true, p->present)
 PART_GETTER(get_quota, p->present, p->quota)
+PART_GETTER(get_cordoned, p->present, p->cordoned)
 PART_GETTER(get_size, p->has_space, p->size_bytes)
 PART_GETTER(get_free, p->has_space, p->free_bytes)
 PART_GETTER(get_inodes, p->has_space, p->inodes)
@@ -228,6 +229,9 @@ static void render_partitions(Prom *pr, const MetricsSnapshot *s)
 			  "1 when the partition is mounted and verified, 0 when it is missing", get_present);
 	render_part_gauge(pr, s, "nvmevol_partition_project_quota", "gauge", "1 when XFS project quota is enforced",
 			  get_quota);
+	render_part_gauge(pr, s, "nvmevol_partition_cordoned", "gauge",
+			  "1 when the partition is cordoned (no new volumes: by the admin, evacuate or the health policy)",
+			  get_cordoned);
 	render_part_gauge(pr, s, "nvmevol_partition_size_bytes", "gauge", "Size of the filesystem, bytes", get_size);
 	render_part_gauge(pr, s, "nvmevol_partition_free_bytes", "gauge", "Free space, bytes", get_free);
 	render_part_gauge(pr, s, "nvmevol_partition_inodes", "gauge", "Inodes of the filesystem", get_inodes);

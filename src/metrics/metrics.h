@@ -35,6 +35,7 @@
 typedef struct MetricsPartition {
 	char uuid[64], label[64], device[256];
 	bool present, quota;
+	bool cordoned;                   /* no new volumes (pool/cordon.h) */
 	bool has_space;
 	uint64_t size_bytes, free_bytes, inodes, inodes_free;
 	unsigned volumes;

@@ -273,6 +273,7 @@ void partition_snapshot(Pool *p, Partition *part, PartitionInfo *ret)
 	ret->quota = part->fs ? part->fs->quota : false;
 	ret->dev = part->dev;
 	ret->logical_sector_size = part->logical_sector_size;
+	ret->cordon = part->cordon;
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -287,6 +288,13 @@ void partition_set_health_rank(Pool *p, Partition *part, PartitionHealthRank ran
 {
 	pthread_mutex_lock(&p->lock);
 	part->health_rank = rank;
+	pthread_mutex_unlock(&p->lock);
+}
+
+void partition_set_cordon(Pool *p, Partition *part, const PartitionCordon *c)
+{
+	pthread_mutex_lock(&p->lock);
+	part->cordon = *c;
 	pthread_mutex_unlock(&p->lock);
 }
 
@@ -320,7 +328,8 @@ Partition *pool_pick_most_free(Pool *p)
 		uint64_t f;
 
 		if (!part->present || !part->adopted || !part->fs || part->fs->read_only ||
-		    part->health_rank == PARTITION_HEALTH_REFUSED || partition_fs_free_bytes(part->fs, &f, NULL) < 0)
+		    part->health_rank == PARTITION_HEALTH_REFUSED || part->cordon.on ||
+		    partition_fs_free_bytes(part->fs, &f, NULL) < 0)
 			continue;
 		if (!best || rank < best_rank || (rank == best_rank && f > best_free)) {
 			best = part;
@@ -348,8 +357,9 @@ char *pool_describe(Pool *p)
 		if (!p->parts[i]->present)
 			continue;
 		label_escape(p->parts[i]->label, label, sizeof(label));
-		fprintf(f, "%s%s (%s)%s", any ? ", " : "", label[0] ? label : "no label", p->parts[i]->uuid,
-			p->parts[i]->adopted ? "" : " [read-only, not adopted]");
+		fprintf(f, "%s%s (%s)%s%s", any ? ", " : "", label[0] ? label : "no label", p->parts[i]->uuid,
+			p->parts[i]->adopted ? "" : " [read-only, not adopted]",
+			p->parts[i]->cordon.on ? " [cordoned: 'nvmevol partition uncordon' lifts it]" : "");
 		any = true;
 	}
 	pthread_mutex_unlock(&p->lock);
@@ -784,8 +794,22 @@ static void install(Pool *p, Partition *part, PartitionFs *fs, dev_t rdev, bool 
 		    const ProbedDevice *d)
 {
 	char label[PARTITION_LABEL_MAX * 4];
+	PartitionCordon cordon;
+	int r;
+
+	/* The cordon travels with the disk: what the partition says now replaces what this run knew. */
+	r = fs->tree_fd >= 0 ? cordon_read(fs->tree_fd, &cordon) : (cordon = (PartitionCordon){ 0 }, 0);
+	if (r < 0)
+		log_warning_errno(r, "partition UUID %s: cannot read nvmevol/%s; taking it as cordoned (%s)", part->uuid,
+				  CORDON_RECORD, cordon.reason[0] ? cordon.reason : "unreadable");
+	if (r < 0 && !cordon.on) {
+		cordon.on = true;
+		cordon.by = CORDON_BY_ADMIN;
+		snprintf(cordon.reason, sizeof(cordon.reason), "nvmevol/%s is unreadable: %s", CORDON_RECORD, errno_str(r));
+	}
 
 	pthread_mutex_lock(&p->lock);
+	part->cordon = cordon;
 	part->fs = fs;
 	part->dev = rdev;
 	part->present = true;

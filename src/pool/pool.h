@@ -51,6 +51,7 @@
 #include "device/device-policy.h"
 #include "device/device.h"
 #include "device/xfs-geometry.h"
+#include "pool/cordon.h"
 
 #define PARTITION_MOUNT_OPTIONS "noatime,nodiratime,nosuid,nodev"
 #define PARTITION_LABEL_MAX 64  /* raw bytes; XFS labels are at most 12 */
@@ -111,6 +112,7 @@ typedef struct Partition {
 	PartitionDevice device_info;
 	PartitionHealthRank health_rank;
 	char duplicates[PARTITION_DUPLICATES_MAX]; /* other devices with this UUID, left alone ("" if none) */
+	PartitionCordon cordon; /* read from the partition at each attach (cordon.h); no new volumes while on */
 
 	pthread_mutex_t selftest_lock;
 	struct SelftestState *selftest_cache; /* manager-selftest.c's; the pool only frees it */
@@ -129,6 +131,7 @@ typedef struct PartitionInfo {
 	char duplicates[PARTITION_DUPLICATES_MAX];
 	dev_t dev;
 	unsigned logical_sector_size;
+	PartitionCordon cordon;
 } PartitionInfo;
 
 typedef struct Pool Pool;
@@ -187,7 +190,7 @@ Partition *pool_add_known(Pool *p, const char *uuid, const char *label);
 /*
  * The adopted, present partition for a new volume: healthy NVMe first, then
  * healthy other disks, then NVMe with a health warning, then critical ones
- * (never a REFUSED one); the most free space within each. NULL if none.
+ * (never a REFUSED or cordoned one); the most free space within each. NULL if none.
  */
 Partition *pool_pick_most_free(Pool *p);
 /* "label (uuid), ..." of present partitions, for error messages. */
@@ -204,6 +207,8 @@ void partition_snapshot(Pool *p, Partition *part, PartitionInfo *ret);
 /* A copy of the device facts and XFS geometry recorded at the last attach. */
 void partition_device_snapshot(Pool *p, Partition *part, PartitionDevice *ret);
 void partition_set_health_rank(Pool *p, Partition *part, PartitionHealthRank rank);
+/* Publishes @c as @part's cordon (the caller wrote it to the partition first: cordon_write()). */
+void partition_set_cordon(Pool *p, Partition *part, const PartitionCordon *c);
 /* The label, escaped for text (pool.h's labels are raw bytes), or the UUID of an unlabelled partition. */
 void partition_display_name(const PartitionInfo *info, char *buf, size_t len);
 #define PARTITION_NAME_MAX (PARTITION_LABEL_MAX * 4)

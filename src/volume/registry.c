@@ -226,3 +226,13 @@ Volume *registry_take_shadow_locked(Registry *reg, const char *name)
 		}
 	return NULL;
 }
+
+void registry_remove_shadow_locked(Registry *reg, Volume *v)
+{
+	for (size_t i = 0; i < reg->n_shadows; i++)
+		if (reg->shadows[i] == v) {
+			reg->shadows[i] = reg->shadows[--reg->n_shadows];
+			volume_unref(v);
+			return;
+		}
+}

@@ -50,5 +50,7 @@ void registry_foreach_shadow_locked(Registry *reg, const char *name, void (*cb)(
 				    void *userdata);
 /* True if a shadow of @name from partition @part is kept already. */
 bool registry_has_shadow_locked(Registry *reg, const char *name, const void *part);
+/* Drops shadow @v (its record is gone: a finished evacuation's old copy). */
+void registry_remove_shadow_locked(Registry *reg, Volume *v);
 /* Removes and returns (with its reference) one shadow of @name, or NULL: it can be served now. */
 Volume *registry_take_shadow_locked(Registry *reg, const char *name);

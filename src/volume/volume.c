@@ -62,6 +62,7 @@ Volume *volume_unref(Volume *v)
 		return NULL;
 	volume_mounts_clear(v);
 	free(v->clone);
+	free(v->fence);
 	free(v->snaps);
 	free(v->corrupt);
 	free(v->bind_options);
@@ -204,6 +205,14 @@ static json_t *record_body(const Volume *v, const VolumeOptions *o, bool with_mo
 		json_object_set_new(j, "projid", json_integer(v->projid));
 	if (v->clone)
 		json_object_set_new(j, "clone", clone_to_json(v->clone));
+	if (v->fence)
+		json_object_set_new(j, "moved_to", json_pack("{s:s,s:I,s:I}", "host", v->fence->host, "at",
+							      (json_int_t)v->fence->at, "generation",
+							      (json_int_t)v->fence->generation));
+	if (v->fence_generation)
+		json_object_set_new(j, "fence_generation", json_integer((json_int_t)v->fence_generation));
+	if (v->evacuating_to[0])
+		json_object_set_new(j, "evacuating_to", json_string(v->evacuating_to));
 	if (index_state > VOLUME_INDEX_COMMITTED && index_state < _VOLUME_INDEX_STATE_MAX)
 		json_object_set_new(j, "index_state", json_string(index_state_names[index_state]));
 	if (with_mounts) {
@@ -255,6 +264,26 @@ char *volume_index_dump(const Volume *v, VolumeIndexState state)
 bool volume_grants_confirmed(const VolumeOptions *rec, const VolumeOptions *granted)
 {
 	return (!rec->allow_suid || granted->allow_suid) && (!rec->allow_devices || granted->allow_devices);
+}
+
+static int fence_from_json(json_t *j, VolumeFence **ret)
+{
+	_cleanup_free_ VolumeFence *f = calloc(1, sizeof(*f));
+	json_t *host = json_object_get(j, "host");
+	const char *h = json_string_value(host);
+	json_int_t at, gen;
+
+	if (!f)
+		return -ENOMEM;
+	if (!json_is_object(j) || !h || strlen(h) != json_string_length(host) || !h[0] || strlen(h) > VOLUME_FENCE_HOST_MAX ||
+	    !string_is_printable_ascii(h) || strchr(h, ' ') || !nonneg_int(j, "at", INT64_MAX, &at) ||
+	    !nonneg_int(j, "generation", INT64_MAX, &gen) || gen == 0)
+		return -EUCLEAN;
+	strcpy(f->host, h);
+	f->at = at;
+	f->generation = (uint64_t)gen;
+	*ret = TAKE_PTR(f);
+	return 0;
 }
 
 static int index_state_parse(json_t *x, VolumeIndexState *ret)
@@ -372,6 +401,24 @@ int volume_record_parse(const char *buf, size_t len, Volume **ret, char **reterr
 	if (x && clone_from_json(x, &v->clone) < 0) {
 		r = errmsg_set(reterr_msg, -EUCLEAN, "field 'clone' is invalid");
 		goto out;
+	}
+	x = json_object_get(j, "moved_to");
+	if (x && fence_from_json(x, &v->fence) < 0) {
+		r = errmsg_set(reterr_msg, -EUCLEAN, "field 'moved_to' is invalid");
+		goto out;
+	}
+	x = json_object_get(j, "fence_generation");
+	if (x) {
+		if (!json_is_integer(x) || json_integer_value(x) <= 0) {
+			r = errmsg_set(reterr_msg, -EUCLEAN, "field 'fence_generation' is invalid");
+			goto out;
+		}
+		v->fence_generation = (uint64_t)json_integer_value(x);
+	}
+	if (json_object_get(j, "evacuating_to")) {
+		r = copy_short_string(j, "evacuating_to", v->evacuating_to, sizeof(v->evacuating_to), reterr_msg);
+		if (r < 0)
+			goto out;
 	}
 	/* An unknown value (a newer version's) is unreadable: never taken for "committed", nor for "pending". */
 	if (index_state_parse(json_object_get(j, "index_state"), &v->index_state) < 0) {

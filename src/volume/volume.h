@@ -64,6 +64,17 @@ typedef struct VolumeClone {
 } VolumeClone;
 
 /*
+ * Where a fenced volume went (a move's end, volume fence): persisted in its
+ * record as "moved_to". A Mount of a fenced volume is refused.
+ */
+#define VOLUME_FENCE_HOST_MAX 253
+typedef struct VolumeFence {
+	char host[VOLUME_FENCE_HOST_MAX + 1]; /* printable, no spaces */
+	int64_t at;                           /* unix seconds */
+	uint64_t generation;                  /* 1 for the first fence of this volume, +1 each time */
+} VolumeFence;
+
+/*
  * Locking rule, once a volume is in the registry: name and part never change;
  * every other field is written only by a thread that holds both the volume's
  * op_lock and the registry's write lock, so holding either one is enough to
@@ -80,6 +91,13 @@ typedef struct Volume {
 	int64_t created_at; /* unix seconds */
 	uint32_t projid;    /* XFS project ID, 0 = none */
 	VolumeClone *clone; /* NULL unless the volume was created as a clone */
+	VolumeFence *fence; /* NULL unless fenced */
+	uint64_t fence_generation; /* the last fence's generation (kept after unfence: "fence_generation") */
+	/*
+	 * An evacuation in progress (manager-evacuate.c): the UUID of the partition
+	 * the volume is being copied to, in the record of its source until the switch.
+	 */
+	char evacuating_to[40];
 	MountRef *mounts;
 	size_t n_mounts;
 	VolumeIndexState index_state; /* as parsed from an index entry; records carry none */
@@ -92,6 +110,7 @@ typedef struct Volume {
 	char *bind_options; /* verified vfs options of the bind, while mounted */
 	json_t *selftest;   /* last self-test report for Status, or NULL */
 	bool removed;
+	bool replaced;      /* removed because the registry holds its successor (evacuated): look the name up again */
 	bool indexed;       /* start-up: an index entry exists in the state directory */
 	/*
 	 * Its record allows suid or dev, but this host never granted that (no

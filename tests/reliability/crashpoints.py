@@ -3,7 +3,9 @@
 """Deterministic crash points: the daemon is killed at every occurrence of every
 mutating syscall of Create, Mount, Unmount and Remove, of Create with from= (a
 clone) of a volume not in use and of one in use, and of a snapshot (the admin
-socket's /Admin.VolumeSnapshot), ioctl included for the last three (FICLONE,
+socket's /Admin.VolumeSnapshot), of a fence (/Admin.VolumeFence) and of an evacuation of the volume's
+partition to the other one (/Admin.PartitionEvacuate: --ops fence,evacuate, a run of its own on two
+partitions), ioctl included for the clones, the snapshot and the evacuation (FICLONE,
 FIFREEZE, FIEMAP while frozen, FITHAW) (strace -e inject=SYSCALL:signal=KILL:when=N
 on the running daemon), restarted, and checked; a snapshot is then either listed
 with the files the volume had, or not listed and gone from the partition. The daemon runs without a freeze
@@ -60,8 +62,13 @@ OPS = {
     "clone": ("/VolumeDriver.Create", {"Name": NAME, "Opts": {"from": CLONE_SOURCE}}),
     "clonelive": ("/VolumeDriver.Create", {"Name": NAME, "Opts": {"from": CLONE_SOURCE}}),
     "snapshot": ("/Admin.VolumeSnapshot", {"Name": NAME, "Snapshot": "cps"}),
+    "fence": ("/Admin.VolumeFence", {"Name": NAME, "Host": "cpnode2"}),
+    # The partition is the one that holds the volume at the time (send() fills it in): two partitions.
+    "evacuate": ("/Admin.PartitionEvacuate", {}),
 }
-ADMIN_OPS = {"snapshot"}   # served on the admin socket
+ADMIN_OPS = {"snapshot", "fence", "evacuate"}   # served on the admin socket
+TWO_PARTITION_OPS = {"evacuate"}
+DEFAULT_OPS = [op for op in OPS if op not in ("fence", "evacuate")]   # those two: their own run (run-all.sh)
 SNAP = "cps"
 CLONE_OPS = {"clone": False, "clonelive": True}   # op: the source is mounted
 source_files = {}
@@ -98,8 +105,16 @@ def write_data(tb):
     return files_below(d)
 
 
+def partition_of(tb, name):
+    """The UUID of the partition whose volumes/ holds @name."""
+    d = tb.volume_dir(name)
+    return os.path.basename(os.path.dirname(os.path.dirname(os.path.dirname(d)))) if d else None
+
+
 def send(tb, op, timeout):
     endpoint, body = OPS[op]
+    if op == "evacuate":
+        body = {"Partition": partition_of(tb, NAME)}
     return tb.admin_call(endpoint, body, timeout=timeout) if op in ADMIN_OPS else tb.call(endpoint, body,
                                                                                           timeout=timeout)
 
@@ -155,12 +170,18 @@ def precondition(tb, op):
             tb.admin_ok("/Admin.VolumeSnapshotRemove", {"Name": NAME, "Snapshot": SNAP})
     if op == "unmount":
         tb.ok("/VolumeDriver.Mount", {"Name": NAME, "ID": MID})
+    if op == "fence":
+        tb.admin_ok("/Admin.VolumeUnfence", {"Name": NAME})
+    if op == "evacuate":
+        # Evacuate cordons the partition it empties: both take volumes again, so it can move back.
+        for p in tb.admin_ok("/Admin.Status", {}).get("partitions", []):
+            tb.admin_ok("/Admin.PartitionUncordon", {"Partition": p["uuid"]})
     return write_data(tb)
 
 
 def syscalls_of(op):
     """A clone's ioctls are its FICLONE, FIFREEZE, FIEMAP and FITHAW: points too."""
-    return SYSCALLS + ["ioctl"] if op in CLONE_OPS or op == "snapshot" else SYSCALLS
+    return SYSCALLS + ["ioctl"] if op in CLONE_OPS or op in ("snapshot", "evacuate") else SYSCALLS
 
 
 def count_syscalls(tb, op):
@@ -218,7 +239,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--binary")
     ap.add_argument("--max-per-syscall", type=int, default=0, help="cap n per syscall (0 = all)")
-    ap.add_argument("--ops", default=",".join(OPS), help="operations to kill in (default: all)")
+    ap.add_argument("--ops", default=",".join(DEFAULT_OPS),
+                    help="operations to kill in (default: all but %s)" % ", ".join(sorted(set(OPS) - set(DEFAULT_OPS))))
     ap.add_argument("--max-points", type=int, default=0, help="stop after this many points (0 = all)")
     ap.add_argument("--request-timeout", type=float, default=REQUEST_TIMEOUT,
                     help="a request without an answer for this long, the daemon alive, is a hang")
@@ -229,7 +251,7 @@ def main():
     if strace_missing("crashpoints"):
         return 1
 
-    tb = Testbed(nparts=1, tag="cpts", binary=args.binary,
+    tb = Testbed(nparts=2 if TWO_PARTITION_OPS & set(args.ops.split(",")) else 1, tag="cpts", binary=args.binary,
                  env={"NVMEVOL_SELFTEST": "off", "NVMEVOL_TEST_FREEZE_NO_GUARDIAN": "1"})
     chk = Checker(tb)
     points = reached = thawed = hangs = crashes = 0

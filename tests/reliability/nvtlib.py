@@ -858,7 +858,7 @@ def consistency_problems(tb, v, owner=None):
     if v.get_status not in (200, 500) or (v.get_status == 500 and not (v.get or {}).get("Err")):
         bad.append("Get answered %s %s" % (v.get_status, v.get))
     if v.present:
-        if v.status.get("state") not in ("ready", "mounted"):
+        if v.status.get("state") not in ("ready", "mounted", "fenced"):
             bad.append("Status state %s" % v.status.get("state"))
         if len(v.records) != 1 or len(v.dirs) != 1 or v.index is None:
             bad.append("present but records=%d dirs=%d index=%s" % (len(v.records), len(v.dirs), v.index is not None))
