@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "cli/cmd-admin.h"
 #include "cli/cmd-devices.h"
+#include "cli/cmd-move.h"
 #include "cli/cmd-send.h"
 #include "cli/cmd-selftest.h"
 #include "volume/volume-options.h"
@@ -228,6 +229,32 @@ static const CliCommand commands[] = {
 	  "\nOptions:\n"
 	  "  -o KEY=VALUE     an option of the new volume (full stream only)\n" TARGET_HELP EXIT_HELP,
 	  CLI_OPTS_TARGET | CLI_OPT_O, 1, 1, cmd_volume_receive, true },
+	{ "volume move", "NAME --via 'CMD' [--node NODE] [--final-now]",
+	  "Moves a volume to another node: CMD is a command prefix that runs a command\n"
+	  "there ('ssh node2', 'ip netns exec ns2', 'docker exec ctr'); this runs\n"
+	  "/bin/sh -c 'CMD nvmevol volume receive NAME ...' with the stream on its\n"
+	  "standard input. While the volume is in use: a full pass (snapshot, send),\n"
+	  "then incremental passes (a new snapshot, the changes since the previous)\n"
+	  "until one is small (--small) or --passes were made; then it says how many\n"
+	  "mounts hold the volume and waits until none does (--timeout). Then the\n"
+	  "source is fenced (a Mount here is refused naming NODE; 'volume unfence' is\n"
+	  "the way back) and the final pass sends the last changes: that pass is the\n"
+	  "downtime. The copy there has the volume's options, owner and limits, and a\n"
+	  "node= pin rewritten to NODE. The last snapshot is kept on both sides (the\n"
+	  "base of a later incremental send), the others removed. Any failure leaves\n"
+	  "the source serving and unfenced, and what the other side received is only\n"
+	  "what a whole pass committed there.\n"
+	  "\nOptions:\n"
+	  "  --via 'CMD'      the command prefix that reaches the other node (required)\n"
+	  "  --node NODE      the other node's name (default: its plugin's, from\n"
+	  "                   'CMD nvmevol status --json')\n"
+	  "  --final-now      fail instead of waiting if the volume is in use\n"
+	  "  --timeout SEC    how long to wait for the containers to stop (default 600)\n"
+	  "  --passes N       live passes at most before the wait (default 8)\n"
+	  "  --small SIZE     a live pass under SIZE bytes is the last (default 64M)\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET | CLI_OPT_VIA | CLI_OPT_NODE | CLI_OPT_FINAL_NOW | CLI_OPT_TIMEOUT | CLI_OPT_PASSES |
+		  CLI_OPT_SMALL,
+	  1, 1, cmd_volume_move, true },
 	{ "partition adopt", "UUID|LABEL",
 	  "Lets a partition that appeared after the plugin started (served read-only,\n"
 	  "no new volumes) receive new volumes: nvmevol mounts it read-write. Refused\n"
@@ -342,6 +369,12 @@ static const CliOptionDef option_defs[] = {
 	{ "to", CLI_OPT_TO, offsetof(CliArgs, to) },
 	{ "from", CLI_OPT_FROM, offsetof(CliArgs, from) },
 	{ "compress", CLI_OPT_COMPRESS, offsetof(CliArgs, compress) },
+	{ "via", CLI_OPT_VIA, offsetof(CliArgs, via) },
+	{ "node", CLI_OPT_NODE, offsetof(CliArgs, node) },
+	{ "final-now", CLI_OPT_FINAL_NOW, 0 },
+	{ "timeout", CLI_OPT_TIMEOUT, offsetof(CliArgs, timeout) },
+	{ "passes", CLI_OPT_PASSES, offsetof(CliArgs, passes) },
+	{ "small", CLI_OPT_SMALL, offsetof(CliArgs, small) },
 };
 
 /* One pass over every option of every command; the words that are not options end up in a->args. */

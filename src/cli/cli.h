@@ -31,8 +31,14 @@ typedef enum CliOption {
 	CLI_OPT_SNAPSHOT = 1u << 14,
 	CLI_OPT_O = 1u << 15, /* -o KEY=VALUE, repeated */
 	CLI_OPT_TO = 1u << 16,
-	CLI_OPT_FROM = 1u << 20, /* volume send --from */
 	CLI_OPT_COMPRESS = 1u << 17,
+	CLI_OPT_VIA = 1u << 18,       /* volume move */
+	CLI_OPT_NODE = 1u << 19,      /* volume move */
+	CLI_OPT_FROM = 1u << 20,      /* volume send --from */
+	CLI_OPT_FINAL_NOW = 1u << 21, /* volume move */
+	CLI_OPT_TIMEOUT = 1u << 22,   /* volume move: the wait for an unmount */
+	CLI_OPT_PASSES = 1u << 23,    /* volume move: live passes at most */
+	CLI_OPT_SMALL = 1u << 24,     /* volume move: a live pass this small is the last */
 	/* Every command that talks to the plugin takes these. */
 	CLI_OPTS_TARGET = CLI_OPT_JSON | CLI_OPT_PLUGIN | CLI_OPT_SOCKET,
 } CliOption;
@@ -46,6 +52,7 @@ typedef struct CliArgs {
 	const char *to;                                             /* partition evacuate */
 	const char *from;                                           /* volume send: the base snapshot */
 	const char *compress;                                       /* volume export */
+	const char *via, *node, *timeout, *passes, *small;          /* volume move */
 	const char *o[64];                                          /* volume import: -o KEY=VALUE */
 	int n_o;
 	char **args; /* the words that are not options, in order: the command, then its arguments */

@@ -5,6 +5,7 @@
 
 #include "daemon/admin.h"
 #include "metrics/metrics.h"
+#include "volume/nodepin.h"
 #include "volume/volume.h"
 #include "util/errmsg.h"
 #include "util/log.h"
@@ -454,6 +455,7 @@ static json_t *metrics_json(void)
 static json_t *status_json(Admin *a)
 {
 	json_t *j = manager_status_json(a->manager);
+	char node[NODE_NAME_MAX + 1];
 
 	if (!j)
 		return NULL;
@@ -464,6 +466,9 @@ static json_t *status_json(Admin *a)
 						  state_location_to_string(a->cfg->state_location)));
 	json_object_set_new(j, "propagated_mount", json_string(a->cfg->propagated_mount));
 	json_object_set_new(j, "metrics", metrics_json());
+	/* The name node= pins compare with: what a move to this host rewrites a pin to. */
+	if (nodepin_here(node, sizeof(node)) == 0)
+		json_object_set_new(j, "node", json_string(node));
 	return j;
 }
 
