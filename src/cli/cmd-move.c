@@ -176,8 +176,12 @@ int cmd_volume_move(const CliArgs *a, char **args, int n)
 		return cli_usage_error(a, "--passes and --timeout take a number, --small a size");
 	if (a->node && (strlen(a->node) > 64 || strspn(a->node, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") != strlen(a->node)))
 		return cli_usage_error(a, "invalid --node '%s': a host name", a->node);
-	if ((rc = cmd_admin_ask(a, &t0, ADMIN_PATH_STATUS, json_object(), &j)) != 0)
-		return rc;
+	{
+		_cleanup_(json_decrefp) json_t *empty = json_object();
+
+		if ((rc = cmd_admin_ask(a, &t0, ADMIN_PATH_STATUS, empty, &j)) != 0)
+			return rc;
+	}
 	m.t = t0;
 	if ((mounts = mount_count(&m, &opts)) < 0)
 		return CLI_EXIT_FAILURE;
