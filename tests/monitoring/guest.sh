@@ -26,6 +26,10 @@ D=$!
 for i in $(seq 1 300); do /work/plugin-call $S List >/dev/null 2>&1 && break; sleep 0.1; done
 call() { /work/plugin-call $S "$@" || fail "$1 $2: $(/work/plugin-call $S "$@" 2>&1) (daemon log: $(tail -5 /tmp/daemon.log))"; }
 call Create '{"Name":"limited","Opts":{"partition":"nvgq0","size":"64M","inodes":"1000"}}' >/dev/null
+# The health policy cordons the critical controller's partition at start; a volume there is what
+# the health panels and alerts are checked against, so the admin lets it take one.
+/work/nvmevol partition uncordon nvgq1 --socket /tmp/nvmevol-admin.sock >/dev/null ||
+	fail "uncordon nvgq1: $(/work/nvmevol partition uncordon nvgq1 --socket /tmp/nvmevol-admin.sock 2>&1)"
 call Create '{"Name":"on-critical","Opts":{"partition":"nvgq1"}}' >/dev/null
 MP=$(call Mount '{"Name":"limited","ID":"g1"}' | sed -n 's/.*"Mountpoint": *"\([^"]*\)".*/\1/p')
 [ -d "$MP" ] || fail "no mount point for limited"
