@@ -261,49 +261,17 @@ int store_read_index(Store *s, const char *name, Volume **ret)
 	return volume_record_parse(buf, len, ret, NULL);
 }
 
-/*
- * Mount counts are written and deleted without fsync: they only matter while
- * a bind survives, and no bind survives a power loss (start-up resets the
- * counts of every volume whose bind is gone, an unreadable file included). A
- * restart of the plugin alone keeps the page cache, so the counts it reads are
- * the last ones written. That is three fsyncs fewer per Mount and Unmount.
- */
-static int save_counts(Store *s, const Volume *v)
-{
-	_cleanup_free_ char *b = volume_record_dump(v, true);
-	char fn[FILENAME_MAX_LEN];
-	int r;
-
-	if (!b)
-		return -ENOMEM;
-	filename_of(v->name, fn, sizeof(fn));
-	r = write_file_replace_at(s->mounts_fd, fn, b, strlen(b), 0600);
-	if (r < 0)
-		r = write_file_replace_at(s->mounts_fd, fn, b, strlen(b), 0600);
-	return r;
-}
-
-static int delete_counts(Store *s, const char *name)
-{
-	char fn[FILENAME_MAX_LEN];
-
-	filename_of(name, fn, sizeof(fn));
-	if (unlinkat(s->mounts_fd, fn, 0) < 0 && errno != ENOENT && unlinkat(s->mounts_fd, fn, 0) < 0 && errno != ENOENT)
-		return negative_errno();
-	return 0;
-}
-
 int store_save_mounts(Store *s, const Volume *v)
 {
 	/* Counts belong to this host's Docker: they live here, never on a (possibly full) partition. */
 	if (volume_mount_total(v) == 0)
-		return delete_counts(s, v->name);
-	return save_counts(s, v);
+		return delete(s->mounts_fd, v->name);
+	return save(s->mounts_fd, v->name, v, true);
 }
 
 int store_delete_mounts(Store *s, const char *name)
 {
-	return delete_counts(s, name);
+	return delete(s->mounts_fd, name);
 }
 
 /* ---- loading ---- */
