@@ -136,7 +136,7 @@ static SelftestResult figures(double wr)
 	return (SelftestResult){
 		.seq_write_mbps = wr, .seq_read_mbps = 800, .rand_write_iops = 40000, .rand_read_iops = 50000,
 		.write_p50_ms = 0.05, .write_p99_ms = 0.132, .read_p50_ms = 0.04, .read_p99_ms = 0.2,
-		.iodepth = 16, .duration_ms = 301, .file_bytes = 48 << 20,
+		.iodepth = 16, .method = SELFTEST_METHOD, .duration_ms = 301, .file_bytes = 48 << 20,
 	};
 }
 

@@ -25,7 +25,8 @@ static SelftestResult result(double wr, double rd, double wiops, double riops, d
 	return (SelftestResult){
 		.seq_write_mbps = wr, .seq_read_mbps = rd, .rand_write_iops = wiops, .rand_read_iops = riops,
 		.write_p50_ms = wp99 / 2, .write_p99_ms = wp99, .read_p50_ms = rp99 / 2, .read_p99_ms = rp99,
-		.iodepth = 16, .duration_ms = 300, .file_bytes = 48 << 20, .blocks_verified = 1000,
+		.iodepth = 16, .method = SELFTEST_METHOD, .duration_ms = 300, .file_bytes = 48 << 20,
+		.blocks_verified = 1000,
 	};
 }
 
@@ -284,6 +285,7 @@ Test(history, file_round_trip_and_strict_parse)
 		{ "{\"runs\":[{\"at\":1,\"budget_ms\":300,\"iodepth\":16,\"duration_ms\":1,\"file_bytes\":1,\"verify_errors\":0}],\"total\":1,\"version\":1}", "figure" },
 		{ "{\"runs\":[{\"at\":1,\"budget_ms\":0,\"iodepth\":16}],\"total\":1,\"version\":1}", "budget_ms" },
 		{ "{\"runs\":[{\"at\":1,\"budget_ms\":300,\"iodepth\":999}],\"total\":1,\"version\":1}", "iodepth" },
+		{ "{\"runs\":[{\"at\":1,\"budget_ms\":300,\"iodepth\":16,\"method\":0}],\"total\":1,\"version\":1}", "method" },
 		{ "{\"baseline\":[],\"runs\":[],\"total\":0,\"version\":1}", "baseline" },
 		{ "{\"total\":0,\"version\":1,\"version\":1}", "JSON" },
 		{ "[1]", "" },
@@ -303,6 +305,68 @@ Test(history, file_round_trip_and_strict_parse)
 	}
 	free(h);
 	free(back);
+}
+
+/*
+ * An upgrade that changes how the figures are measured (SELFTEST_METHOD) must
+ * not read as a change of the disk: a history written before "method"
+ * existed (method 1) keeps its baseline on disk, but neither judges nor
+ * trends this engine's runs, until five runs of this method replace it.
+ */
+Test(history, a_baseline_of_another_method_is_not_compared_and_is_replaced)
+{
+	SelftestHistory *h = history_with_baseline(), *old = new_history();
+	SelftestResult r = result(1000, 800, 25000, 30000, 0.1, 0.2);
+	char *s, *err = NULL, *p;
+	json_t *j, *base;
+
+	/* The same history as an older nvmevol wrote it: no "method" anywhere. */
+	s = selftest_history_dump(h);
+	cr_assert_not_null(s);
+	cr_expect(strstr(s, "\"method\":2"), "%s", s);
+	while ((p = strstr(s, ",\"method\":2")))
+		memmove(p, p + strlen(",\"method\":2"), strlen(p + strlen(",\"method\":2")) + 1);
+	*strstr(s, ",\"crc\":") = '\0';
+	strcat(s, "}");
+	p = crc_trailer_append(s);
+	cr_assert_not_null(p);
+	cr_assert_eq(selftest_history_parse(p, strlen(p), old, &err), 0, "%s", err);
+	free(p);
+	free(s);
+	cr_expect_eq(old->baseline.runs, 5);
+	cr_expect_eq(old->baseline.method, 1);
+	cr_expect_eq(old->runs[0].fig.method, 1);
+	cr_expect_not_null(selftest_history_baseline_for(h, 300, 16), "the control: this method's baseline is compared");
+	cr_expect_null(selftest_history_baseline_for(old, 300, 16));
+	cr_expect_eq(selftest_history_pending(old, 300, 16), 0, "old runs do not count toward the new baseline");
+
+	/* A run at 0.6 of the old baseline's QD16 rates: no ratio, no trend, the old baseline shown as replaced. */
+	for (int i = 0; i < 4; i++)
+		cr_expect_not(selftest_history_add(old, &r, 300, T0 + 100 + i));
+	j = selftest_history_status_json(old, &r, 300);
+	cr_assert_not_null(j);
+	base = json_object_get(j, "baseline");
+	cr_expect_str_eq(json_string_value(json_object_get(base, "state")), "pending");
+	cr_expect_eq(json_integer_value(json_object_get(base, "runs")), 4);
+	cr_expect_eq(json_integer_value(json_object_get(json_object_get(base, "replaces"), "method")), 1);
+	cr_expect_null(json_object_get(j, "ratio"));
+	json_decref(j);
+	{
+		SelftestThresholds t = { .min_iops_ratio = 0.8 };
+
+		cr_expect_eq(selftest_judge(&r, &t, &old->baseline.fig, NULL), SELFTEST_VERDICT_BELOW_BASELINE,
+			     "the control: judged against the old baseline, the change of method would refuse");
+		cr_expect_eq(selftest_judge(&r, &t, selftest_history_baseline_for(old, 300, 16), NULL),
+			     SELFTEST_VERDICT_PASS);
+	}
+
+	/* The fifth run of this method makes the new baseline from this method's runs only. */
+	cr_expect(selftest_history_add(old, &r, 300, T0 + 104));
+	cr_assert_not_null(selftest_history_baseline_for(old, 300, 16));
+	cr_expect_eq(old->baseline.method, SELFTEST_METHOD);
+	cr_expect_float_eq(old->baseline.fig.rand_write_iops, 25000, 1e-9);
+	free(h);
+	free(old);
 }
 
 static int count_entries(const char *dir)

@@ -88,7 +88,7 @@ static SelftestResult few_read_samples(void)
 		.seq_write_mbps = 900, .seq_read_mbps = 800, .rand_write_iops = 30000, .rand_read_iops = 40000,
 		.write_p50_ms = 0.05, .write_p99_ms = 0.3, .read_p50_ms = 0.04, .read_p99_ms = 0,
 		.write_samples = 1500, .read_samples = 412, .read_p99_unreported = true,
-		.iodepth = 16, .duration_ms = 300, .file_bytes = 48 << 20, .blocks_verified = 1000,
+		.iodepth = 16, .method = SELFTEST_METHOD, .duration_ms = 300, .file_bytes = 48 << 20, .blocks_verified = 1000,
 	};
 }
 

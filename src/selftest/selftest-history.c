@@ -38,9 +38,17 @@ static bool run_healthy(const SelftestRun *run)
 	return run->fig.verify_errors == 0;
 }
 
+/* Comparable with this engine's runs at @budget_ms and @iodepth. */
 static bool run_matches(const SelftestRun *run, uint64_t budget_ms, unsigned iodepth)
 {
-	return run_healthy(run) && run->budget_ms == budget_ms && run->fig.iodepth == iodepth;
+	return run_healthy(run) && run->budget_ms == budget_ms && run->fig.iodepth == iodepth &&
+	       run->fig.method == SELFTEST_METHOD;
+}
+
+/* A baseline this engine may compare with: one of its own method (else kept until replaced). */
+static bool baseline_current(const SelftestHistory *h)
+{
+	return h->baseline.runs > 0 && h->baseline.method == SELFTEST_METHOD;
 }
 
 /* A run that may be one of the baseline's: comparable, and not older than a reset. */
@@ -68,7 +76,7 @@ static double median(double *v, size_t n)
 static void establish_baseline(SelftestHistory *h, uint64_t budget_ms, unsigned iodepth)
 {
 	const SelftestRun *picked[SELFTEST_BASELINE_RUNS];
-	SelftestBaseline b = { .budget_ms = budget_ms, .iodepth = iodepth };
+	SelftestBaseline b = { .budget_ms = budget_ms, .iodepth = iodepth, .method = SELFTEST_METHOD };
 	unsigned k = 0;
 
 	/* The first healthy comparable runs, oldest first. */
@@ -90,6 +98,7 @@ static void establish_baseline(SelftestHistory *h, uint64_t budget_ms, unsigned 
 		selftest_figure_set(&b.fig, f, selftest_figure_round(f, median(v, nv)));
 	}
 	b.fig.iodepth = iodepth;
+	b.fig.method = SELFTEST_METHOD;
 	b.runs = k;
 	b.at = picked[k - 1]->at;
 	h->baseline = b;
@@ -103,6 +112,7 @@ bool selftest_history_add(SelftestHistory *h, const SelftestResult *r, uint64_t 
 		selftest_figure_set(&run.fig, f, selftest_figure(r, f));
 	run.fig.verify_errors = r->verify_errors;
 	run.fig.iodepth = r->iodepth;
+	run.fig.method = r->method;
 	run.fig.duration_ms = r->duration_ms;
 	run.fig.file_bytes = r->file_bytes;
 
@@ -113,10 +123,10 @@ bool selftest_history_add(SelftestHistory *h, const SelftestResult *r, uint64_t 
 	h->runs[h->n++] = run;
 	h->total++;
 
-	if (h->baseline.runs > 0 || !run_healthy(&run))
+	if (baseline_current(h) || !run_healthy(&run))
 		return false;
 	establish_baseline(h, budget_ms, r->iodepth);
-	return h->baseline.runs > 0;
+	return baseline_current(h);
 }
 
 void selftest_history_reset_baseline(SelftestHistory *h, int64_t now)
@@ -127,7 +137,7 @@ void selftest_history_reset_baseline(SelftestHistory *h, int64_t now)
 
 const SelftestResult *selftest_history_baseline_for(const SelftestHistory *h, uint64_t budget_ms, unsigned iodepth)
 {
-	if (h->baseline.runs == 0 || h->baseline.budget_ms != budget_ms || h->baseline.iodepth != iodepth)
+	if (!baseline_current(h) || h->baseline.budget_ms != budget_ms || h->baseline.iodepth != iodepth)
 		return NULL;
 	return &h->baseline.fig;
 }
@@ -150,7 +160,7 @@ void selftest_history_trend(const SelftestHistory *h, SelftestFigure f, double *
 
 	*ret_recent = 0;
 	*ret_trend = SELFTEST_TREND_UNKNOWN;
-	base = b->runs > 0 ? selftest_figure(&b->fig, f) : 0;
+	base = baseline_current(h) ? selftest_figure(&b->fig, f) : 0;
 	if (base <= 0)
 		return;
 	/* The newest comparable runs, collected newest first, then put in time order. */
@@ -206,12 +216,17 @@ json_t *selftest_history_status_json(const SelftestHistory *h, const SelftestRes
 	json_object_set_new(o, "runs", json_integer((json_int_t)h->total));
 	json_object_set_new(o, "kept", json_integer(h->n));
 	json_object_set_new(o, "baseline", base);
-	if (b->runs == 0) {
+	if (!baseline_current(h)) {
 		unsigned iodepth = current ? current->iodepth : SELFTEST_IODEPTH_DEFAULT;
 
 		json_object_set_new(base, "state", json_string("pending"));
 		json_object_set_new(base, "runs", json_integer(selftest_history_pending(h, budget_ms, iodepth)));
 		json_object_set_new(base, "runs_needed", json_integer(SELFTEST_BASELINE_RUNS));
+		if (b->runs > 0)
+			json_object_set_new(base, "replaces",
+					    json_pack("{s:i,s:s}", "method", (json_int_t)b->method, "why",
+						      "measured by an older nvmevol's method: kept, not compared, until the new "
+						      "baseline is made"));
 		json_decref(trend);
 		return o;
 	}
@@ -221,6 +236,7 @@ json_t *selftest_history_status_json(const SelftestHistory *h, const SelftestRes
 	json_object_set_new(base, "established_at", json_string(stamp));
 	json_object_set_new(base, "budget_ms", json_integer((json_int_t)b->budget_ms));
 	json_object_set_new(base, "iodepth", json_integer(b->iodepth));
+	json_object_set_new(base, "method", json_integer(b->method));
 	(void)selftest_figures_to_json(base, &b->fig);
 
 	if (current && selftest_history_baseline_for(h, budget_ms, current->iodepth)) {
@@ -263,6 +279,7 @@ static json_t *run_json(const SelftestRun *run)
 	json_object_set_new(o, "at", json_integer(run->at));
 	json_object_set_new(o, "budget_ms", json_integer((json_int_t)run->budget_ms));
 	json_object_set_new(o, "iodepth", json_integer(run->fig.iodepth));
+	json_object_set_new(o, "method", json_integer(run->fig.method));
 	json_object_set_new(o, "duration_ms", json_integer((json_int_t)run->fig.duration_ms));
 	json_object_set_new(o, "file_bytes", json_integer((json_int_t)run->fig.file_bytes));
 	json_object_set_new(o, "verify_errors", json_integer((json_int_t)run->fig.verify_errors));
@@ -295,6 +312,7 @@ char *selftest_history_dump(const SelftestHistory *h)
 			json_object_set_new(b, "at", json_integer(h->baseline.at));
 			json_object_set_new(b, "budget_ms", json_integer((json_int_t)h->baseline.budget_ms));
 			json_object_set_new(b, "iodepth", json_integer(h->baseline.iodepth));
+			json_object_set_new(b, "method", json_integer(h->baseline.method));
 			(void)selftest_figures_to_json(b, &h->baseline.fig);
 		}
 		json_object_set_new(o, "baseline", b);
@@ -326,6 +344,18 @@ static int get_u64(json_t *o, const char *key, uint64_t min, uint64_t max, uint6
 	return 0;
 }
 
+/* "method" of a run or baseline: absent in files written before it existed, which measured with method 1. */
+static int get_method(json_t *o, unsigned *ret, const char *where, char **reterr_msg)
+{
+	uint64_t m = 1;
+	int r = 0;
+
+	if (json_object_get(o, "method"))
+		r = get_u64(o, "method", 1, UINT16_MAX, &m, where, reterr_msg);
+	*ret = (unsigned)m;
+	return r;
+}
+
 static int get_figures(json_t *o, SelftestResult *r, const char *where, char **reterr_msg)
 {
 	for (SelftestFigure f = 0; f < _SELFTEST_FIG_MAX; f++) {
@@ -355,6 +385,8 @@ static int parse_run(json_t *o, SelftestRun *run, const char *where, char **rete
 		r = get_u64(o, "budget_ms", 1, BUDGET_MS_MAX, &run->budget_ms, where, reterr_msg);
 	if (r >= 0)
 		r = get_u64(o, "iodepth", 1, SELFTEST_IODEPTH_MAX, &iodepth, where, reterr_msg);
+	if (r >= 0)
+		r = get_method(o, &run->fig.method, where, reterr_msg);
 	if (r >= 0)
 		r = get_u64(o, "duration_ms", 0, COUNT_MAX, &run->fig.duration_ms, where, reterr_msg);
 	if (r >= 0)
@@ -437,6 +469,8 @@ int selftest_history_parse(const char *buf, size_t len, SelftestHistory *ret, ch
 		if (r >= 0)
 			r = get_u64(b, "iodepth", 1, SELFTEST_IODEPTH_MAX, &iodepth, "baseline", reterr_msg);
 		if (r >= 0)
+			r = get_method(b, &h->baseline.method, "baseline", reterr_msg);
+		if (r >= 0)
 			r = get_figures(b, &h->baseline.fig, "baseline", reterr_msg);
 		if (r < 0)
 			goto out;
@@ -444,6 +478,7 @@ int selftest_history_parse(const char *buf, size_t len, SelftestHistory *ret, ch
 		h->baseline.at = (int64_t)at;
 		h->baseline.iodepth = (unsigned)iodepth;
 		h->baseline.fig.iodepth = (unsigned)iodepth;
+		h->baseline.fig.method = h->baseline.method;
 	}
 	*ret = *h;
 	r = 0;

@@ -11,7 +11,10 @@
  * runs (no data error) made with the same budget and queue depth; once
  * established it stays fixed (a slow drift must not become the new normal)
  * until selftest_history_reset_baseline(). Runs with another budget or queue
- * depth are kept but not compared with it.
+ * depth are kept but not compared with it. Runs and a baseline of another
+ * SELFTEST_METHOD (an older nvmevol measured them) are never compared with
+ * this engine's: the old baseline is kept, not used, until the first
+ * SELFTEST_BASELINE_RUNS healthy runs of this method replace it.
  *
  * Everything but the load/save functions is pure.
  */
@@ -37,7 +40,7 @@
 typedef struct SelftestRun {
 	int64_t at;            /* unix seconds */
 	uint64_t budget_ms;    /* the budget it was given */
-	/* Kept: the eight figures (rounded as reported), verify_errors, iodepth, duration_ms, file_bytes. */
+	/* Kept: the eight figures (rounded as reported), verify_errors, iodepth, method, duration_ms, file_bytes. */
 	SelftestResult fig;
 } SelftestRun;
 
@@ -46,6 +49,7 @@ typedef struct SelftestBaseline {
 	int64_t at;            /* time of the last of those runs */
 	uint64_t budget_ms;
 	unsigned iodepth;
+	unsigned method;       /* SELFTEST_METHOD of its runs */
 	SelftestResult fig;    /* the medians, in the figure fields */
 } SelftestBaseline;
 

@@ -181,6 +181,7 @@ json_t *selftest_result_to_json(const SelftestResult *r)
 	failed |= set_new(o, "alignment", json_integer(r->alignment));
 	failed |= set_new(o, "iodepth", json_integer(r->iodepth));
 	failed |= set_new(o, "iodepth_engine", json_string(r->qd_threads ? "threads" : "aio"));
+	failed |= set_new(o, "method", json_integer(r->method));
 
 	if (failed) {
 		json_decref(o);

@@ -713,7 +713,6 @@ static int phase_rand_aio(Run *run, bool write, unsigned depth, double weight, d
 	}
 
 	while (q.inflight > 0) {
-		unsigned resubmit = 0;
 		long n;
 
 		n = syscall(SYS_io_getevents, q.ctx, 1L, (long)depth, q.events, NULL);
@@ -757,11 +756,16 @@ static int phase_rand_aio(Run *run, bool write, unsigned depth, double weight, d
 				stop = true;
 				continue;
 			}
+			/*
+			 * Each I/O on its own, as soon as its slot is free: fio's libaio
+			 * default (iodepth_batch_submit=1), what "QD16" means to its users.
+			 * One io_submit for everything reaped at once measured 1.5-1.8x
+			 * fio's random-read rate on a VM, where each submission notifies
+			 * the virtual disk (SELFTEST_METHOD 1; selftest-vs-fio.md).
+			 */
 			aio_prepare(run, &q, write, i, aio_pick(run, &q, write, i, &rng));
-			q.ptrs[resubmit++] = &q.cbs[i];
-		}
-		if (resubmit > 0) {
-			r = aio_submit_all(&q, resubmit);
+			q.ptrs[0] = &q.cbs[i];
+			r = aio_submit_all(&q, 1);
 			if (r < 0 && err == 0) {
 				err = r;
 				err_off = (uint64_t)q.ptrs[0]->aio_offset;
@@ -1194,6 +1198,7 @@ int selftest_run(int scratch_dirfd, const SelftestConfig *cfg, SelftestResult *r
 	if (run.iodepth > SELFTEST_IODEPTH_MAX)
 		run.iodepth = SELFTEST_IODEPTH_MAX;
 	res.iodepth = run.iodepth;
+	res.method = SELFTEST_METHOD;
 	run.seed = make_seed();
 	atomic_init(&run.corrupt_once, test_hook_requested("NVMEVOL_TEST_SELFTEST_CORRUPT"));
 	run.no_aio = test_hook_requested("NVMEVOL_TEST_SELFTEST_NO_AIO");

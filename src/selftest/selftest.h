@@ -9,8 +9,9 @@
  *   2. 4 KiB random overwrites at queue depth 1 (latency p50/p99; the first
  *      I/O is not counted; the p99 only from SELFTEST_P99_MIN_SAMPLES);
  *   3. 4 KiB random overwrites at queue depth @iodepth (IOPS, counted from the
- *      first turnover of the queue): Linux native AIO from one thread, i.e. fio
- *      ioengine=libaio iodepth=@iodepth; one thread per outstanding I/O (fio
+ *      first turnover of the queue): Linux native AIO from one thread, each I/O
+ *      submitted as its slot frees, i.e. fio ioengine=libaio iodepth=@iodepth
+ *      with its defaults; one thread per outstanding I/O (fio
  *      psync numjobs=@iodepth) only where the kernel refuses an AIO context;
  *   4. after an untimed fdatasync, sequential read of the whole file, 1 MiB
  *      blocks (throughput; it also verifies every block written by phases 1-3);
@@ -41,6 +42,17 @@ typedef struct SelftestConfig {
 #define SELFTEST_IODEPTH_MAX 256u
 #define SELFTEST_SEQ_BLOCK_SIZE (1024u * 1024u)
 #define SELFTEST_RAND_BLOCK_SIZE 4096u
+/*
+ * How the figures are measured: a history's baseline is compared only with
+ * runs of its own method (selftest-history.h), so that a change of method
+ * in an upgrade is not taken for a change of the disk.
+ *   1: the queue-depth phases submitted all the I/Os reaped at once in one
+ *      io_submit (histories written before the field existed say 1);
+ *   2: each I/O is submitted on its own as its slot frees, as fio's libaio
+ *      engine does by default (issue 19: on a VM, 1 measured 1.5-1.8x fio's
+ *      QD16 random reads).
+ */
+#define SELFTEST_METHOD 2u
 /* Named scratch files (only when O_TMPFILE is refused) are ".nvmevol-selftest.<pid>.<hex>". */
 #define SELFTEST_SCRATCH_PREFIX ".nvmevol-selftest."
 
@@ -57,6 +69,7 @@ typedef struct SelftestResult {
 	uint64_t duration_ms;    /* wall time of the whole run */
 	unsigned alignment;      /* alignment used for buffers, offsets and sizes */
 	unsigned iodepth;
+	unsigned method;         /* SELFTEST_METHOD of the engine that measured it (1 when a record has none) */
 	/* Added fields (informational). */
 	uint64_t file_bytes;         /* size of the scratch file = the region of the random phases */
 	double fdatasync_ms;         /* the fdatasync that ends the sequential write, included above */
