@@ -690,9 +690,24 @@ static void fake_plugin_dir(const char *base, const char *id, const char *target
 	cr_assert_eq(symlink(target_sock, link), 0);
 }
 
+/* A runtime directory whose plugin was killed: its admin socket file stays, bound by nobody. */
+static void stale_plugin_dir(const char *base, const char *id)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char dir[600];
+	int fd;
+
+	snprintf(dir, sizeof(dir), "%s/%s", base, id);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	cr_assert_lt(snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/nvmevol-admin.sock", dir), (int)sizeof(sa.sun_path));
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(fd);
+}
+
 Test(admin, finding_the_plugin_without_docker)
 {
-	char base[] = "/tmp/nvrt.XXXXXX", env_dir[500], id_a[65], id_b[65];
+	char base[] = "/tmp/nvrt.XXXXXX", env_dir[500], id_a[65], id_b[65], id_c[65];
 	const char *nodocker = "DOCKER_HOST=unix:///nonexistent/docker.sock";
 
 	/* Short: <base>/<64 hex>/nvmevol-admin.sock must fit in a socket address, as under /run/docker/plugins. */
@@ -700,12 +715,16 @@ Test(admin, finding_the_plugin_without_docker)
 	snprintf(env_dir, sizeof(env_dir), "NVMEVOL_PLUGIN_RUNTIME_DIR=%s", base);
 	memset(id_a, 'a', 64);
 	memset(id_b, 'b', 64);
-	id_a[64] = id_b[64] = '\0';
+	memset(id_c, 'c', 64);
+	id_a[64] = id_b[64] = id_c[64] = '\0';
 
 	cr_assert_eq(EX("env", nodocker, env_dir, binary(), "status"), 1);
 	cr_assert(strstr(err, "Docker does not answer") && strstr(err, "no running nvmevol plugin was found"), "%s", err);
 	/* One plugin: found by scanning. */
 	fake_plugin_dir(base, id_a, admin_sock, true);
+	cr_assert_eq(EX("env", nodocker, env_dir, binary(), "status", "--json"), 0, "%s", err);
+	/* Beside it what a killed plugin leaves: a socket file nobody listens on. Not a second plugin. */
+	stale_plugin_dir(base, id_c);
 	cr_assert_eq(EX("env", nodocker, env_dir, binary(), "status", "--json"), 0, "%s", err);
 	/* Two: the error names them and says how to choose. */
 	fake_plugin_dir(base, id_b, admin_sock, true);

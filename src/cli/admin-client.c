@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "cli/admin-client.h"
@@ -159,6 +161,23 @@ static int find_through_docker(const char *plugin_name, DockerPlugin *ps, size_t
 			  display);
 }
 
+/* A socket file whose plugin was killed stays behind (Docker removes the runtime directory only on
+ * a clean disable): it refuses connections and is not a running plugin. Anything else (listening,
+ * a permission error, a full backlog) is one. */
+static bool socket_is_stale(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	_cleanup_close_ int fd = -EBADF;
+
+	if (strlen(path) >= sizeof(sa.sun_path))
+		return false;
+	strcpy(sa.sun_path, path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return false;
+	return connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 && errno == ECONNREFUSED;
+}
+
 /* Docker does not answer: the admin sockets in the plugin runtime directories. */
 static int find_by_scanning(const char *plugin_name, const char *docker_err, AdminTarget *ret, char **reterr_msg)
 {
@@ -186,7 +205,7 @@ static int find_by_scanning(const char *plugin_name, const char *docker_err, Adm
 			continue;
 		if (asprintf(&sock, "%s/%s/%s", runtime_dir(), de->d_name, ADMIN_SOCKET_NAME) < 0)
 			break;
-		if (stat(sock, &st) == 0 && S_ISSOCK(st.st_mode)) {
+		if (stat(sock, &st) == 0 && S_ISSOCK(st.st_mode) && !socket_is_stale(sock)) {
 			fprintf(f, "%s%.12s", n ? ", " : "", de->d_name);
 			n++;
 			free(found);
