@@ -261,17 +261,52 @@ int store_read_index(Store *s, const char *name, Volume **ret)
 	return volume_record_parse(buf, len, ret, NULL);
 }
 
+/*
+ * Mount counts are replaced (temp file, rename) and deleted without fsync.
+ * They only matter while a bind survives: no bind survives a power loss or a
+ * kernel crash, and start-up resets the counts of every volume whose bind is
+ * gone (a torn or unreadable file counts as in use until then, so it is reset
+ * too). A crash of the plugin process alone keeps the page cache, so a
+ * restarted plugin reads the last counts written. Three fsyncs fewer per
+ * Mount and Unmount (issue 23).
+ */
+static int save_counts(Store *s, const Volume *v)
+{
+	_cleanup_free_ char *b = volume_record_dump(v, true);
+	char fn[FILENAME_MAX_LEN];
+	int r;
+
+	if (!b)
+		return -ENOMEM;
+	filename_of(v->name, fn, sizeof(fn));
+	r = write_file_replace_at(s->mounts_fd, fn, b, strlen(b), 0600);
+	if (r < 0)
+		r = write_file_replace_at(s->mounts_fd, fn, b, strlen(b), 0600);
+	return r;
+}
+
+static int delete_counts(Store *s, const char *name)
+{
+	char fn[FILENAME_MAX_LEN];
+
+	filename_of(name, fn, sizeof(fn));
+	for (int attempt = 0; attempt < 2; attempt++)
+		if (unlinkat(s->mounts_fd, fn, 0) == 0 || errno == ENOENT)
+			return 0;
+	return negative_errno();
+}
+
 int store_save_mounts(Store *s, const Volume *v)
 {
 	/* Counts belong to this host's Docker: they live here, never on a (possibly full) partition. */
 	if (volume_mount_total(v) == 0)
-		return delete(s->mounts_fd, v->name);
-	return save(s->mounts_fd, v->name, v, true);
+		return delete_counts(s, v->name);
+	return save_counts(s, v);
 }
 
 int store_delete_mounts(Store *s, const char *name)
 {
-	return delete(s->mounts_fd, name);
+	return delete_counts(s, name);
 }
 
 /* ---- loading ---- */
