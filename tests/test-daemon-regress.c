@@ -5,7 +5,7 @@
  * rescans, the trash worker at start-up and at shutdown, the same name on two
  * partitions, nosuid/nodev, forgetting a volume whose disk is gone; of
  * issue 19: a record this host did not write grants no suid or dev; and of
- * issue 23: a Mount and its Unmount sync nothing.
+ * issue 23: what a start reads per volume.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -541,7 +541,7 @@ Test(regress, a_hot_plugged_disk_grants_no_suid_or_dev_until_adopted_and_set)
 	expect_bind("hot", false);
 }
 
-/* ---- issue 23: what the control plane and a start cost ---- */
+/* ---- issue 23: what a start costs per volume ---- */
 
 /* The calls of @syscall in a `strace -c` summary (its fourth column), -1 if the summary is not complete. */
 static long strace_calls(const char *summary, const char *syscall)
@@ -572,6 +572,73 @@ static long strace_calls(const char *summary, const char *syscall)
 			calls += n;
 	}
 	return calls;
+}
+
+/* One start under `strace -f -c` until the first List, stopped at once: its file system calls, and its openat. */
+static void count_a_start(const char *trace, long *ret_file_calls, long *ret_openat)
+{
+	static const char *const file_calls[] = { "openat", "newfstatat", "fstat", "statx", "read", "close" };
+	char *summary = NULL;
+	int r;
+
+	testbed_stop(&tb, SIGTERM);
+	r = testbed_start_traced(&tb, "-c", trace, selftest_off);
+	cr_assert_eq(r, 0, "the daemon did not start under strace: %s", strerror(-r));
+	testbed_stop(&tb, SIGTERM);
+	/* strace -D writes the summary once the daemon is gone. */
+	for (int i = 0; i < 200 && strace_calls(summary, "openat") < 0; i++) {
+		free(summary);
+		summary = NULL;
+		(void)read_file_at(AT_FDCWD, trace, 1 << 20, &summary, NULL);
+		usleep(50 * 1000);
+	}
+	cr_assert_geq(strace_calls(summary, "openat"), 0, "no strace summary in %s", trace);
+	*ret_file_calls = 0;
+	for (size_t i = 0; i < sizeof(file_calls) / sizeof(*file_calls); i++)
+		*ret_file_calls += strace_calls(summary, file_calls[i]);
+	*ret_openat = strace_calls(summary, "openat");
+	free(summary);
+	cr_assert_eq(testbed_start(&tb, selftest_off), 0);
+}
+
+static void create_many(const char *prefix, int n)
+{
+	for (int i = 0; i < n; i++)
+		cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"%s%03d\",\"Opts\":{\"selftest\":\"off\"}}", prefix, i), 0,
+			     "%s", client_err(&rep));
+}
+
+/*
+ * A start grows with the volumes by their two files only (the record on the
+ * partition, the index entry): open, fstat, one read and close each. No open
+ * of a snapshot directory per volume (one listing of snapshots/), no stat of
+ * each volume's directory (the registry knows which have a record), no read
+ * to find a file's end. Counted, not timed: the difference between a start
+ * with 20 volumes and one with 320.
+ */
+Test(regress, a_start_reads_each_volume_s_two_files_and_nothing_more)
+{
+	const int few = 20, more = 300;
+	char trace[500];
+	long calls1, open1, calls2, open2;
+	double calls_per_volume, opens_per_volume;
+
+	if (access("/usr/bin/strace", X_OK) != 0)
+		cr_skip_test("needs strace (package strace) to count the daemon's system calls");
+	create_many("few", few);
+	snprintf(trace, sizeof(trace), "%s/start-few.strace", tb.state);
+	count_a_start(trace, &calls1, &open1);
+	create_many("more", more);
+	snprintf(trace, sizeof(trace), "%s/start-more.strace", tb.state);
+	count_a_start(trace, &calls2, &open2);
+	calls_per_volume = (double)(calls2 - calls1) / more;
+	opens_per_volume = (double)(open2 - open1) / more;
+	cr_log_info("per volume: %.2f file system calls, %.2f openat (%ld and %ld with %d volumes, %ld and %ld with %d)",
+		    calls_per_volume, opens_per_volume, calls1, open1, few, calls2, open2, few + more);
+	cr_expect_leq(opens_per_volume, 2.1, "a start opens %.2f files per volume (its record and its index entry: 2)",
+		      opens_per_volume);
+	cr_expect_leq(calls_per_volume, 8.5, "a start makes %.2f file system calls per volume (open, fstat, read and "
+		      "close of two files: 8)", calls_per_volume);
 }
 
 /*
