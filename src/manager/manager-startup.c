@@ -628,7 +628,8 @@ static bool may_have_snapshots(const SnapListing *l, size_t n, const Volume *v)
 
 	for (size_t i = 0; i < n; i++)
 		if (l[i].part == v->part)
-			return !l[i].listed || bsearch(&key, l[i].names, l[i].n, sizeof(char *), cmp_name_key);
+			return !l[i].listed ||
+			       (l[i].n > 0 && bsearch(&key, l[i].names, l[i].n, sizeof(char *), cmp_name_key));
 	return true;
 }
 
