@@ -557,34 +557,6 @@ Test(daemon_clone, a_partition_frozen_by_someone_else_is_left_frozen_and_not_ser
 	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"kept\",\"ID\":\"m\"}"), 0, "%s", client_err(&rep));
 }
 
-/* The daemon, started under strace -D (the daemon stays our child), logs its ioctl calls to @trace. */
-static int start_traced(const char *trace)
-{
-	const char *bin = getenv("NVMEVOL_BINARY") ?: "build/src/nvmevol";
-	char real[PATH_MAX], wrapper[600];
-	char *saved = getenv("NVMEVOL_BINARY") ? strdup(getenv("NVMEVOL_BINARY")) : NULL;
-	FILE *f;
-	int r;
-
-	cr_assert_not_null(realpath(bin, real), "%s: %s", bin, strerror(errno));
-	snprintf(wrapper, sizeof(wrapper), "%s/traced-daemon", tb.state);
-	f = fopen(wrapper, "we");
-	cr_assert_not_null(f);
-	/* LeakSanitizer cannot run under ptrace (it aborts at exit): an ASan daemon skips only the leak check here. */
-	fprintf(f, "#!/bin/sh\nASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\"; export ASAN_OPTIONS\n"
-		   "exec strace -D -f -q -e trace=ioctl -o '%s' -- '%s' \"$@\"\n", trace, real);
-	cr_assert_eq(fclose(f), 0);
-	cr_assert_eq(chmod(wrapper, 0700), 0);
-	setenv("NVMEVOL_BINARY", wrapper, 1);
-	r = testbed_start(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL });
-	if (saved)
-		setenv("NVMEVOL_BINARY", saved, 1);
-	else
-		unsetenv("NVMEVOL_BINARY");
-	free(saved);
-	return r;
-}
-
 /*
  * Whether strace's log (-f -o) has the exit line of process @pid: "PID +++
  * exited with N +++", where strace pads PID to five columns, so the spaces
@@ -615,7 +587,7 @@ Test(daemon_clone, a_read_write_attach_never_freezes_the_partition)
 	create_source("kept", "", src, sizeof(src));
 	testbed_stop(&tb, SIGTERM);
 	snprintf(trace, sizeof(trace), "%s/ioctl.trace", tb.state);
-	r = start_traced(trace);
+	r = testbed_start_traced(&tb, "-e trace=ioctl", trace, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL });
 	cr_assert_eq(r, 0, "the daemon did not start under strace: %s", strerror(-r));
 	/* Both partitions attached read-write (start-up adopts): writes work on each. */
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"vol-a\"}"), 0, "%s", client_err(&rep));

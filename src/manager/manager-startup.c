@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "pool/sizelimit.h"
+#include "pool/snapstore.h"
 #include "manager/manager-internal.h"
 #include "pool/mount.h"
 #include "util/errmsg.h"
@@ -240,6 +241,23 @@ static int trash_import(const char *name, void *userdata)
 }
 
 /*
+ * Whether a record of @name on @part was loaded (served, shadowed, or listed as
+ * unreadable): then it exists, and meta/ need not be asked again. Only at
+ * start, where the registry holds every record read.
+ */
+static bool record_loaded(Manager *m, Partition *part, const char *name)
+{
+	Volume *v;
+	bool loaded;
+
+	registry_read_lock(m->reg);
+	v = registry_find_locked(m->reg, name);
+	loaded = (v && v->part == part && !v->index_only) || registry_has_shadow_locked(m->reg, name, part);
+	registry_unlock(m->reg);
+	return loaded;
+}
+
+/*
  * After every record is loaded: directories without a record, the trash,
  * self-test scratch. Only what this host's index proves was never committed
  * (a "pending" entry: a Create that crashed before its record) or was
@@ -264,7 +282,7 @@ static void recover_partition(Manager *m, Partition *part, PartitionFs *fs, cons
 
 		if (streq(de->d_name, ".") || streq(de->d_name, ".."))
 			continue;
-		if (valid && store_has_record(fs, de->d_name))
+		if (valid && (record_loaded(m, part, de->d_name) || store_has_record(fs, de->d_name)))
 			continue;
 		if (valid)
 			r = store_read_index(m->store, de->d_name, &idx);
@@ -574,8 +592,58 @@ static void reconcile_mounts(Manager *m)
 	bind_clean_mountpoints(m->binds, mountpoint_in_use, m);
 }
 
+/* Which volumes of a partition have a snapshot directory: listed once per partition at start. */
+typedef struct SnapListing {
+	Partition *part;
+	char **names; /* sorted */
+	size_t n;
+	bool listed; /* false: the listing failed, every volume is looked at */
+} SnapListing;
+
+static int cmp_name_key(const void *key, const void *elem)
+{
+	return strcmp(*(const char *const *)key, *(char *const *)elem);
+}
+
+static SnapListing *snap_listings(Manager *m, size_t *ret_n)
+{
+	size_t n = pool_size(m->pool);
+	SnapListing *l = calloc(n ? n : 1, sizeof(*l));
+
+	*ret_n = l ? n : 0;
+	for (size_t i = 0; l && i < n; i++) {
+		PartitionFs *fs;
+
+		l[i].part = pool_get(m->pool, i);
+		fs = partition_fs_get(m->pool, l[i].part);
+		l[i].listed = fs && snapstore_volume_names(fs, &l[i].names, &l[i].n) == 0;
+		partition_fs_put(fs);
+	}
+	return l;
+}
+
+static bool may_have_snapshots(const SnapListing *l, size_t n, const Volume *v)
+{
+	const char *key = v->name;
+
+	for (size_t i = 0; i < n; i++)
+		if (l[i].part == v->part)
+			return !l[i].listed ||
+			       (l[i].n > 0 && bsearch(&key, l[i].names, l[i].n, sizeof(char *), cmp_name_key));
+	return true;
+}
+
+static void snap_listings_free(SnapListing *l, size_t n)
+{
+	for (size_t i = 0; l && i < n; i++)
+		names_free(l[i].names, l[i].n);
+	free(l);
+}
+
 int manager_start(Manager *m, char **reterr_msg)
 {
+	SnapListing *snaps;
+	size_t n_snaps;
 	int r;
 
 #if defined(NVMEVOL_TEST_HOOKS) && NVMEVOL_TEST_HOOKS
@@ -615,7 +683,7 @@ int manager_start(Manager *m, char **reterr_msg)
 	if (r < 0)
 		return errmsg_set(reterr_msg, r, "out of memory");
 	/* Before recovery starts the trash worker: the entries of volumes loaded from their records. */
-	r = store_load_index(m->store, index_entry_registered, settle_index_entry, m);
+	r = store_load_index_unsettled(m->store, index_entry_registered, settle_index_entry, m);
 	if (r < 0)
 		return errmsg_set(reterr_msg, r, "cannot read the state in %s: %s", m->cfg->state_dir, errno_str(r));
 	for (size_t i = 0; i < pool_size(m->pool); i++) {
@@ -644,6 +712,7 @@ int manager_start(Manager *m, char **reterr_msg)
 		return errmsg_set(reterr_msg, r, "cannot read the state in %s: %s", m->cfg->state_dir, errno_str(r));
 
 	/* Records without an index entry (a disk moved here, or a crash between the two writes); limits. */
+	snaps = snap_listings(m, &n_snaps);
 	for (size_t i = 0; i < registry_count(m->reg); i++) {
 		Volume *v;
 		PartitionFs *fs;
@@ -658,11 +727,12 @@ int manager_start(Manager *m, char **reterr_msg)
 				  v->name);
 		if (fs && sizelimit_repair(&m->projids, m->reg, fs, v, &changed) == 0 && changed)
 			(void)store_save_record(fs, v);
-		if (fs)
+		if (fs && may_have_snapshots(snaps, n_snaps, v))
 			manager_snapshot_load(m, v, fs, !fs->read_only);
 		partition_fs_put(fs);
 		volume_unref(v);
 	}
+	snap_listings_free(snaps, n_snaps);
 
 	/* Still single-threaded: the lock is held across the unmounts here, which is fine before serving. */
 	registry_write_lock(m->reg);

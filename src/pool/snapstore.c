@@ -56,6 +56,19 @@ int snapstore_open(PartitionFs *fs, const char *volume, bool create, SnapDir *re
 	return 0;
 }
 
+int snapstore_volume_names(PartitionFs *fs, char ***ret_names, size_t *ret_n)
+{
+	uint64_t mem = 0;
+
+	*ret_names = NULL;
+	*ret_n = 0;
+	if (fs->snapshots_fd < 0)
+		return 0;
+	/* Bounded as a listing of 1,000,000 volume names would be. */
+	return dir_read_names(fs->snapshots_fd, true, &mem, UINT64_C(1000000) * (VOLUME_NAME_MAX + 1 + sizeof(char *)),
+			      ret_names, ret_n);
+}
+
 static void record_name(const char *snap, char buf[static VOLUME_NAME_MAX + sizeof(RECORD_SUFFIX)])
 {
 	strcpy(buf, snap);

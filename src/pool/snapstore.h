@@ -30,6 +30,12 @@ typedef struct SnapDir {
 
 /* Opens snapshots/@volume and its two halves (made, and synced, if @create). -ENOENT: none, and !@create. */
 int snapstore_open(PartitionFs *fs, const char *volume, bool create, SnapDir *ret);
+/*
+ * The names in nvmevol/snapshots (the volumes that have a snapshot directory),
+ * sorted (names_free()); none when the partition has no such directory.
+ * Start-up lists them once instead of opening a directory per volume.
+ */
+int snapstore_volume_names(PartitionFs *fs, char ***ret_names, size_t *ret_n);
 void snapdir_done(SnapDir *d);
 
 int snapstore_save(SnapDir *d, const char *volume, const VolumeSnapshot *s);

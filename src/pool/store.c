@@ -261,17 +261,52 @@ int store_read_index(Store *s, const char *name, Volume **ret)
 	return volume_record_parse(buf, len, ret, NULL);
 }
 
+/*
+ * Mount counts are replaced (temp file, rename) and deleted without fsync.
+ * They only matter while a bind survives: no bind survives a power loss or a
+ * kernel crash, and start-up resets the counts of every volume whose bind is
+ * gone (a torn or unreadable file counts as in use until then, so it is reset
+ * too). A crash of the plugin process alone keeps the page cache, so a
+ * restarted plugin reads the last counts written. Three fsyncs fewer per
+ * Mount and Unmount (issue 23).
+ */
+static int save_counts(Store *s, const Volume *v)
+{
+	_cleanup_free_ char *b = volume_record_dump(v, true);
+	char fn[FILENAME_MAX_LEN];
+	int r;
+
+	if (!b)
+		return -ENOMEM;
+	filename_of(v->name, fn, sizeof(fn));
+	r = write_file_replace_at(s->mounts_fd, fn, b, strlen(b), 0600);
+	if (r < 0)
+		r = write_file_replace_at(s->mounts_fd, fn, b, strlen(b), 0600);
+	return r;
+}
+
+static int delete_counts(Store *s, const char *name)
+{
+	char fn[FILENAME_MAX_LEN];
+
+	filename_of(name, fn, sizeof(fn));
+	for (int attempt = 0; attempt < 2; attempt++)
+		if (unlinkat(s->mounts_fd, fn, 0) == 0 || errno == ENOENT)
+			return 0;
+	return negative_errno();
+}
+
 int store_save_mounts(Store *s, const Volume *v)
 {
 	/* Counts belong to this host's Docker: they live here, never on a (possibly full) partition. */
 	if (volume_mount_total(v) == 0)
-		return delete(s->mounts_fd, v->name);
-	return save(s->mounts_fd, v->name, v, true);
+		return delete_counts(s, v->name);
+	return save_counts(s, v);
 }
 
 int store_delete_mounts(Store *s, const char *name)
 {
-	return delete(s->mounts_fd, name);
+	return delete_counts(s, name);
 }
 
 /* ---- loading ---- */
@@ -280,6 +315,7 @@ typedef struct LoadedFile {
 	char name[VOLUME_NAME_MAX + 1];
 	Volume *volume; /* NULL if unreadable */
 	char *err;
+	bool skipped;   /* read, and not wanted once read (LoadJob.committed_unwanted) */
 } LoadedFile;
 
 typedef struct LoadJob {
@@ -290,6 +326,7 @@ typedef struct LoadJob {
 	const char *what;
 	StoreWantFn want;
 	void *userdata;
+	bool committed_unwanted; /* index entries: skip those without an "index_state" member */
 } LoadJob;
 
 /* Reads and parses files; independent of each other, so several threads share the work. */
@@ -309,7 +346,14 @@ static void *load_worker(void *arg)
 		if (r < 0) {
 			if (asprintf(&job->files[i].err, "cannot read: %s", errno_str(r)) < 0)
 				job->files[i].err = NULL;
-		} else
+		} else if (job->committed_unwanted && !memmem(buf, len, "\"index_state\"", 13))
+			/*
+			 * Committed is written as no member (volume.c), and the key with its
+			 * quotes cannot occur inside a JSON string (its quotes would be
+			 * escaped): no parse needed to know this entry is committed.
+			 */
+			job->files[i].skipped = true;
+		else
 			(void)volume_record_parse(buf, len, &job->files[i].volume, &job->files[i].err);
 	}
 }
@@ -338,9 +382,11 @@ static int load_add(const char *fn, void *userdata)
 	return 0;
 }
 
-static int load_dir(int dirfd, const char *what, StoreWantFn want, StoreLoadFn cb, void *userdata)
+static int load_dir(int dirfd, const char *what, StoreWantFn want, bool committed_unwanted, StoreLoadFn cb,
+		    void *userdata)
 {
-	LoadJob job = { .dirfd = dirfd, .what = what, .want = want, .userdata = userdata };
+	LoadJob job = { .dirfd = dirfd, .what = what, .want = want, .userdata = userdata,
+			.committed_unwanted = committed_unwanted };
 	pthread_t threads[LOAD_THREADS];
 	size_t n_threads = 0;
 	int r;
@@ -355,7 +401,7 @@ static int load_dir(int dirfd, const char *what, StoreWantFn want, StoreLoadFn c
 		pthread_join(threads[t], NULL);
 
 	for (size_t i = 0; i < job.n; i++) {
-		if (r == 0)
+		if (r == 0 && !job.files[i].skipped)
 			r = cb(job.files[i].name, job.files[i].volume, job.files[i].err ? job.files[i].err : "unknown error",
 			       userdata);
 		volume_unref(job.files[i].volume);
@@ -369,15 +415,20 @@ int store_load_records(PartitionFs *fs, StoreWantFn want, StoreLoadFn cb, void *
 {
 	if (!fs || fs->meta_fd < 0)
 		return 0; /* a read-only partition without nvmevol's tree has no records */
-	return load_dir(fs->meta_fd, "volume records", want, cb, userdata);
+	return load_dir(fs->meta_fd, "volume records", want, false, cb, userdata);
 }
 
 int store_load_index(Store *s, StoreWantFn want, StoreLoadFn cb, void *userdata)
 {
-	return load_dir(s->index_fd, "index", want, cb, userdata);
+	return load_dir(s->index_fd, "index", want, false, cb, userdata);
+}
+
+int store_load_index_unsettled(Store *s, StoreWantFn want, StoreLoadFn cb, void *userdata)
+{
+	return load_dir(s->index_fd, "index", want, true, cb, userdata);
 }
 
 int store_load_mounts(Store *s, StoreLoadFn cb, void *userdata)
 {
-	return load_dir(s->mounts_fd, "mount counts", NULL, cb, userdata);
+	return load_dir(s->mounts_fd, "mount counts", NULL, false, cb, userdata);
 }

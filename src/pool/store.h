@@ -68,4 +68,11 @@ typedef bool (*StoreWantFn)(const char *name, void *userdata);
 typedef int (*StoreLoadFn)(const char *name, Volume *v, const char *err, void *userdata);
 int store_load_records(PartitionFs *fs, StoreWantFn want, StoreLoadFn cb, void *userdata);
 int store_load_index(Store *s, StoreWantFn want, StoreLoadFn cb, void *userdata);
+/*
+ * Only the index entries that carry an index_state (pending, removing, or one
+ * this version does not know): a committed entry, written without one, is read
+ * but neither parsed nor passed to @cb. Start-up's settling of entries needs
+ * no more, and a parse per volume less.
+ */
+int store_load_index_unsettled(Store *s, StoreWantFn want, StoreLoadFn cb, void *userdata);
 int store_load_mounts(Store *s, StoreLoadFn cb, void *userdata);

@@ -9,7 +9,7 @@
 # Usage: tests/bench/run.sh [--quick] [--reps N] [--only LIST] [--keep]
 #   --quick      3 s fio runs, pgbench -T 5, fewer samples (about 20 minutes)
 #   --reps N     repetitions (default 5, at least 5)
-#   --only LIST  comma-separated subset of: data,copyup,control,endpoints,selftest,drift,postgres
+#   --only LIST  comma-separated subset of: data,copyup,control,endpoints,selftest,drift,postgres,volumes
 #   --keep       leave dockerds, loops and mounts in place (debugging)
 #
 # Items (see RESULTS.md for what each measures):
@@ -17,12 +17,17 @@
 #              a container with a plain bind of a directory on that XFS |
 #              overlay2 on a daemon whose data-root is an identical XFS | Docker local volume there
 #   copyup     first 4 KiB write into a 1 GiB image file: overlay2 on ext4 and on XFS, nvmevol volume
-#   control    docker volume create + run --rm -v + volume rm: local vs nvmevol (self-test off / warn)
+#   control    docker volume create + run --rm -v + volume rm: local vs a minimal reference plugin
+#              (tests/bench/refplugin.c: what any managed plugin pays in dockerd) vs nvmevol (self-test
+#              off / warn); the CPU time of dockerd, containerd and the plugin per cycle; then dockerd's
+#              and the plugin's system calls per cycle (strace -f -c, untimed cycles)
 #   endpoints  per-endpoint latency over the socket with 1,000 and 10,000 volumes, List, RSS,
 #              exec-to-ready (daemon run directly, self-test off)
 #   selftest   tests/bench/selftest-vs-fio.sh, when it exists
 #   drift      tests/drift/drift.sh --plot: the self-test history against a throttled partition (plots/drift.png)
 #   postgres   pgbench TPS: nvmevol volume | host bind on the same partition | overlay2 on XFS
+#   volumes    docker volume ls and docker volume create with VOLS_N (default 10,000) volumes: Docker's
+#              local driver (a third dockerd, data-root on the root disk like a's) and nvmevol side by side
 #
 # Needs root, Debian 12 packages (installed when missing), no network: dockerd runs with
 # --bridge=none and no iptables, containers with --network none, nothing is pulled.
@@ -35,7 +40,8 @@ BENCH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO=$(cd "$BENCH_DIR/../.." && pwd)
 QUICK=0
 REPS=5
-ONLY=data,copyup,control,endpoints,selftest,drift,postgres
+ONLY=data,copyup,control,endpoints,selftest,drift,postgres,volumes
+: "${VOLS_N:=10000}"
 KEEP=0
 while [ $# -gt 0 ]; do
     case $1 in
@@ -65,6 +71,7 @@ PFX=nvb$RUN_ID          # plugin's label prefix (daemon a)
 CPFX=nvc$RUN_ID         # label prefix of the daemon run directly (endpoints)
 XLABEL=nbx${RUN_ID}d    # daemon b's data-root partition: matches no prefix
 PLUGIN=nvbench:latest
+REFPLUGIN=nvbref:latest
 FIO_IMG=nvbench/fio:1
 BB_IMG=nvbench/busybox:1
 PG_IMG=nvbench/postgres:15
@@ -97,6 +104,7 @@ use_daemon() { # a | b
 }
 DA() { DOCKER_HOST=unix://$BENCH_WORK/a/docker.sock docker "$@"; }
 DB() { DOCKER_HOST=unix://$BENCH_WORK/b/docker.sock docker "$@"; }
+DC() { DOCKER_HOST=unix://$BENCH_WORK/c/docker.sock docker "$@"; }
 
 bench_cleanup() {
     set +e
@@ -106,22 +114,25 @@ bench_cleanup() {
     for p in "${CP_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
     for p in "${CP_PIDS[@]}"; do _e2e_wait_gone "$p" 10 || kill -KILL "$p" 2>/dev/null; done
     _e2e_unmount_under "$BENCH_WORK/cp"
-    for d in b a; do
+    for d in c b a; do
         use_daemon $d
         if e2e_dockerd_alive; then
-            local cs
+            local cs pl
             cs=$(docker ps -aq 2>/dev/null)
             [ -n "$cs" ] && docker rm -f $cs >/dev/null 2>&1
-            if [ $d = a ] && docker plugin inspect "$PLUGIN" >/dev/null 2>&1; then
-                docker volume ls -q -f driver="$PLUGIN" | xargs -r docker volume rm -f >/dev/null 2>&1
-                docker plugin disable -f "$PLUGIN" >/dev/null 2>&1
-            fi
+            for pl in "$PLUGIN" "$REFPLUGIN"; do
+                if [ $d = a ] && docker plugin inspect "$pl" >/dev/null 2>&1; then
+                    docker volume ls -q -f driver="$pl" | xargs -r docker volume rm -f >/dev/null 2>&1
+                    docker plugin disable -f "$pl" >/dev/null 2>&1
+                fi
+            done
         fi
         e2e_stop_dockerd
     done
     E2E_HOST_MOUNTS+=("$HOSTMNT")
     e2e_cleanup
-    rm -rf "$BENCH_WORK/a" "$BENCH_WORK/b" "$BENCH_WORK/cp" "$BENCH_WORK/mnt" "$BENCH_WORK/plugin-state"
+    rm -rf "$BENCH_WORK/a" "$BENCH_WORK/b" "$BENCH_WORK/c" "$BENCH_WORK/cp" "$BENCH_WORK/mnt" "$BENCH_WORK/plugin-state" \
+        "$BENCH_WORK/refpkg"
 }
 
 # ------------------------------------------------------------------ setup
@@ -141,6 +152,7 @@ setup_common() {
     ninja -C "$BENCH_WORK/build-rel" >>"$LOG/meson.log" 2>&1
     gcc -O2 -Wall -o "$BIN_DIR/sockbench" "$BENCH_DIR/sockbench.c"
     gcc -O2 -Wall -static -o "$BIN_DIR/firstwrite" "$BENCH_DIR/firstwrite.c"
+    gcc -O2 -Wall -static -pthread -o "$BIN_DIR/refplugin" "$BENCH_DIR/refplugin.c"
 }
 
 # An image with busybox, fio (+ its shared libraries and the loader),
@@ -309,12 +321,60 @@ bench_copyup() {
 
 # ------------------------------------------------------- 2. control plane
 
-# cycle CONTENDER NAME: volume create + run --rm -v + volume rm; prints ms.
+# The reference plugin (tests/bench/refplugin.c) as a managed plugin of daemon a:
+# every request answered at once, a volume a directory of its rootfs bound
+# under its propagated mount. What it costs is what dockerd charges any plugin.
+setup_refplugin() {
+    local d=$BENCH_WORK/refpkg
+    rm -rf "$d"
+    mkdir -p "$d/rootfs"/{usr/bin,run/docker/plugins,mnt/ref,var/lib/refvol,dev,proc,sys,tmp,etc}
+    cp "$BIN_DIR/refplugin" "$d/rootfs/usr/bin/refplugin"
+    # Docker 20.10 refuses a plugin whose content equals an installed one's.
+    date +%s%N >"$d/rootfs/etc/refplugin-build"
+    cat >"$d/config.json" <<'JSON'
+{
+  "Description": "nvmevol benchmark: the reference plugin (tests/bench/refplugin.c)",
+  "Documentation": "tests/bench/refplugin.c",
+  "Entrypoint": ["/usr/bin/refplugin", "/run/docker/plugins/ref.sock", "/var/lib/refvol", "/mnt/ref"],
+  "Interface": { "Types": ["docker.volumedriver/1.0"], "Socket": "ref.sock" },
+  "Network": { "Type": "none" },
+  "PropagatedMount": "/mnt/ref",
+  "Linux": { "Capabilities": ["CAP_SYS_ADMIN"] }
+}
+JSON
+    DA plugin rm -f "$REFPLUGIN" >/dev/null 2>&1 || true
+    DA plugin create "$REFPLUGIN" "$d" >/dev/null
+    DA plugin enable "$REFPLUGIN" >/dev/null
+}
+
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# What nvmevol's rescan compares: the kernel's block devices (/proc/partitions and each disk's
+# diskseq). When they change (on a shared machine, other sessions' loop devices), the next Create
+# of a new name, and Docker's Get before it, wait for a rescan: a cycle that saw a change says so.
+devices_fingerprint() { cat /proc/partitions /sys/block/*/diskseq 2>/dev/null | md5sum | cut -c1-12; }
+plugin_pid_of() { # PLUGIN
+    local id
+    id=$(DA plugin inspect -f '{{.Id}}' "$1") && jq -r '.init_process_pid' \
+        "$BENCH_WORK/a/exec/runtime-runc/plugins.moby/$id/state.json"
+}
+# The long-lived processes whose CPU a cycle is charged: dockerd a, its containerd, the plugin.
+cp_pids() { # CONTENDER: sets CP_DOCKERD CP_CONTAINERD CP_PLUGIN
+    CP_DOCKERD=$(cat "$BENCH_WORK/a/dockerd.pid")
+    CP_CONTAINERD=$(ps -o pid= --ppid "$CP_DOCKERD" -o comm= | awk '$2 == "containerd" { print $1; exit }')
+    case $1 in
+        local) CP_PLUGIN= ;;
+        refplugin) CP_PLUGIN=$(plugin_pid_of "$REFPLUGIN") ;;
+        *) CP_PLUGIN=$(plugin_pid_of "$PLUGIN") ;;
+    esac
+}
+
+# cycle CONTENDER NAME: volume create + run --rm -v + volume rm; prints µs.
 cycle() {
     local c=$1 v=$2 t0 t1
     t0=$(date +%s%N)
     case $c in
         local) DA volume create "$v" >/dev/null ;;
+        refplugin) DA volume create -d "$REFPLUGIN" "$v" >/dev/null ;;
         nvmevol-off) DA volume create -d "$PLUGIN" -o selftest=off "$v" >/dev/null ;;
         nvmevol-warn*) DA volume create -d "$PLUGIN" -o selftest=warn "$v" >/dev/null ;;
     esac
@@ -325,25 +385,68 @@ cycle() {
 }
 
 cp_phase() { # PHASE CONTENDERS...
-    local phase=$1 rep i c n v
+    local phase=$1 rep i c n v d0 k0 p0 f0 hz
+    hz=$(getconf CLK_TCK)
     shift
     local cs=("$@")
     n=${#cs[@]}
-    for c in "${cs[@]}"; do cycle "$c" "nvbw-$c" >/dev/null; done     # warm-up, not counted
+    local -A plugin_pid
+    for c in "${cs[@]}"; do
+        cycle "$c" "nvbw-$c" >/dev/null     # warm-up, not counted
+        cp_pids "$c"
+        plugin_pid[$c]=$CP_PLUGIN
+    done
     for rep in $(seq 1 "$CP_CYCLES"); do
         for i in $(seq 0 $((n - 1))); do
             c=${cs[$(((i + rep) % n))]}
+            CP_PLUGIN=${plugin_pid[$c]}
+            f0=$(devices_fingerprint)
+            d0=$(ticks "$CP_DOCKERD") k0=$(ticks "$CP_CONTAINERD") p0=$([ -n "$CP_PLUGIN" ] && ticks "$CP_PLUGIN" || echo 0)
             v=$(cycle "$c" "nvbc-$phase-$rep-$i")
             printf '%s\t%s\t%s\t%s\n' "$phase" "$c" "$rep" "$v" >>"$RAW/control.tsv"
+            printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$phase" "$c" "$rep" \
+                $((($(ticks "$CP_DOCKERD") - d0) * 1000 / hz)) $((($(ticks "$CP_CONTAINERD") - k0) * 1000 / hz)) \
+                $((($([ -n "$CP_PLUGIN" ] && ticks "$CP_PLUGIN" || echo 0) - p0) * 1000 / hz)) \
+                "$(cut -d' ' -f1 /proc/loadavg)" "$([ "$f0" = "$(devices_fingerprint)" ] && echo 0 || echo 1)" \
+                >>"$RAW/control-cpu.tsv"
         done
+    done
+}
+
+# System calls per cycle of dockerd (all threads) and of the plugin, under strace -f -c: counts do
+# not depend on the load. Untimed cycles, after the timed ones (strace slows dockerd down).
+cp_strace() { # CONTENDERS...
+    local c i n=5 sd sp
+    for c in "$@"; do
+        cp_pids "$c"
+        strace -f -c -o "$LOG/strace-dockerd-$c.txt" -p "$CP_DOCKERD" 2>/dev/null &
+        sd=$!
+        sp=
+        if [ -n "$CP_PLUGIN" ]; then
+            strace -f -c -o "$LOG/strace-plugin-$c.txt" -p "$CP_PLUGIN" 2>/dev/null &
+            sp=$!
+        fi
+        sleep 2
+        for i in $(seq 1 $n); do cycle "$c" "nvbs-$c-$i" >/dev/null; done
+        kill -INT $sd $sp
+        wait $sd $sp 2>/dev/null || true
+        awk -v c="$c" -v n=$n -v who=dockerd '$NF == "total" { printf "%s\t%s\ttotal\t%.0f\n", c, who, $4 / n }
+            $NF != "total" && $4 ~ /^[0-9]+$/ { printf "%s\t%s\t%s\t%.1f\n", c, who, $NF, $4 / n }' \
+            "$LOG/strace-dockerd-$c.txt" >>"$RAW/control-strace.tsv"
+        [ -n "$sp" ] && awk -v c="$c" -v n=$n -v who=plugin '$NF == "total" { printf "%s\t%s\ttotal\t%.0f\n", c, who, $4 / n }
+            $NF != "total" && $4 ~ /^[0-9]+$/ { printf "%s\t%s\t%s\t%.1f\n", c, who, $NF, $4 / n }' \
+            "$LOG/strace-plugin-$c.txt" >>"$RAW/control-strace.tsv"
     done
 }
 
 bench_control() {
     log "2a. control plane: docker volume create + run --rm -v + volume rm ($CP_CYCLES cycles each)"
+    setup_refplugin
     # Phase 1: the plugin's defaults (NVMEVOL_SELFTEST_CACHE_SECONDS=300): a
     # warn volume's mount runs the self-test once per partition, then reuses it.
-    cp_phase default local nvmevol-off nvmevol-warn
+    cp_phase default local refplugin nvmevol-off nvmevol-warn
+    log "2a. system calls per cycle (strace -f -c of dockerd and the plugin, 5 untimed cycles each)"
+    cp_strace local refplugin nvmevol-off
     # Phase 2: no cache: every first mount of a warn volume runs the self-test
     # at the default 300 ms budget.
     DA plugin disable -f "$PLUGIN" >/dev/null
@@ -487,6 +590,77 @@ bench_postgres() {
     rm -rf "$HOSTMNT/pghost"
 }
 
+# ------------------------------------------- 5. docker volume ls / create at VOLS_N volumes
+
+# api_batch SOCK FILE: one curl over one keep-alive connection for every request in FILE (a curl
+# config: url, request, data, next); prints the seconds it took.
+api_batch() {
+    local t0 t1
+    t0=$(date +%s%N)
+    curl -s --unix-socket "$1" -K "$2" >/dev/null
+    t1=$(date +%s%N)
+    awk -v d=$((t1 - t0)) 'BEGIN { printf "%.1f", d / 1e9 }'
+}
+
+vols_config() { # create|remove DRIVER PREFIX N: a curl config of N Docker API requests
+    local i
+    for i in $(seq 1 "$4"); do
+        if [ "$1" = create ]; then
+            printf 'url = "http://d/volumes/create"\nheader = "Content-Type: application/json"\n'
+            printf 'data = "{\\"Name\\":\\"%s%s\\",\\"Driver\\":\\"%s\\",\\"DriverOpts\\":%s}"\n' "$3" "$i" "$2" \
+                "$([ "$2" = local ] && echo '{}' || echo '{\"selftest\":\"off\"}')"
+        else
+            printf 'url = "http://d/volumes/%s%s"\nrequest = "DELETE"\n' "$3" "$i"
+        fi
+        printf 'next\n'
+    done
+}
+
+bench_volumes() {
+    log "5. docker volume ls / create with $VOLS_N volumes: local (daemon c) and nvmevol (daemon a), side by side"
+    mkdir -p "$BENCH_WORK/c"
+    use_daemon c
+    e2e_start_dockerd
+    use_daemon a
+    vols_config create local lv "$VOLS_N" >"$BENCH_WORK/c/create.cfg"
+    vols_config create "$PLUGIN" nv "$VOLS_N" >"$BENCH_WORK/a/create.cfg"
+    local s
+    s=$(api_batch "$BENCH_WORK/c/docker.sock" "$BENCH_WORK/c/create.cfg")
+    printf 'populate\tlocal\t%s\t%s\n' "$VOLS_N" "$s" >>"$RAW/volumes.tsv"
+    log "   $VOLS_N local volumes created through the API in $s s"
+    s=$(api_batch "$BENCH_WORK/a/docker.sock" "$BENCH_WORK/a/create.cfg")
+    printf 'populate\tnvmevol\t%s\t%s\n' "$VOLS_N" "$s" >>"$RAW/volumes.tsv"
+    log "   $VOLS_N nvmevol volumes created through the API in $s s"
+    [ "$(DC volume ls -q | wc -l)" -ge "$VOLS_N" ] || { log "daemon c lists fewer than $VOLS_N volumes"; exit 1; }
+    [ "$(DA volume ls -q -f driver="$PLUGIN" | wc -l)" -ge "$VOLS_N" ] || { log "daemon a lists fewer than $VOLS_N nvmevol volumes"; exit 1; }
+    # Alternated: ls, then create + rm of one more volume (the rm untimed), each timed by itself.
+    local rep i c t0 t1 n=2 cs=(local nvmevol)
+    for rep in $(seq 1 $((REPS * 3))); do
+        for i in 0 1; do
+            c=${cs[$(((i + rep) % n))]}
+            t0=$(date +%s%N)
+            if [ "$c" = local ]; then DC volume ls >/dev/null; else DA volume ls >/dev/null; fi
+            t1=$(date +%s%N)
+            printf 'ls\t%s\t%s\t%s\n' "$c" "$rep" $(((t1 - t0) / 1000)) >>"$RAW/volumes.tsv"
+            t0=$(date +%s%N)
+            if [ "$c" = local ]; then DC volume create "lvx$rep" >/dev/null
+            else DA volume create -d "$PLUGIN" -o selftest=off "nvx$rep" >/dev/null; fi
+            t1=$(date +%s%N)
+            printf 'create\t%s\t%s\t%s\n' "$c" "$rep" $(((t1 - t0) / 1000)) >>"$RAW/volumes.tsv"
+            if [ "$c" = local ]; then DC volume rm "lvx$rep" >/dev/null; else DA volume rm "nvx$rep" >/dev/null; fi
+        done
+    done
+    vols_config remove local lv "$VOLS_N" >"$BENCH_WORK/c/remove.cfg"
+    vols_config remove "$PLUGIN" nv "$VOLS_N" >"$BENCH_WORK/a/remove.cfg"
+    s=$(api_batch "$BENCH_WORK/a/docker.sock" "$BENCH_WORK/a/remove.cfg")
+    printf 'remove\tnvmevol\t%s\t%s\n' "$VOLS_N" "$s" >>"$RAW/volumes.tsv"
+    s=$(api_batch "$BENCH_WORK/c/docker.sock" "$BENCH_WORK/c/remove.cfg")
+    printf 'remove\tlocal\t%s\t%s\n' "$VOLS_N" "$s" >>"$RAW/volumes.tsv"
+    use_daemon c
+    e2e_stop_dockerd
+    use_daemon a
+}
+
 # ------------------------------------------------------------------ main
 
 T_START=$SECONDS
@@ -500,7 +674,7 @@ setup_common
     echo "docker: $(dockerd --version), fio: $(fio --version)"
     echo "fio: 256 MiB file per contender; bufread warmed first (--invalidate=0): page-cache hits"
 } >"$OUT/meta.txt"
-if want data || want copyup || want control || want postgres; then
+if want data || want copyup || want control || want postgres || want volumes; then
     setup_daemons
 fi
 want data && bench_data
@@ -510,6 +684,7 @@ want endpoints && bench_endpoints
 want selftest && bench_selftest
 want drift && bench_drift
 want postgres && bench_postgres
+want volumes && bench_volumes
 echo "wall time: $((SECONDS - T_START)) s" >>"$OUT/meta.txt"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/meta.txt"
 

@@ -23,7 +23,12 @@
 # includes the rescan thread's 0.5 s poll, which is small); List p50/p99, Get
 # p99, Create p50/p99 at 1,000 and at N volumes; exec to the first answered
 # Plugin.Activate (what Docker's activation timeout waits for) and to the
-# first answered List (the state loaded). Needs root (loop device, mounts), gcc, xfsprogs.
+# first answered List (the state loaded), the daemon's CPU time to get there, and the system calls
+# of a start under strace -f -c (another start, untimed); the floor of a start-up that reads every
+# volume's two files (tests/bench/readfloor.c: open, one read, close, no parsing); what the base's
+# anonymous memory is made of (/proc/PID/smaps by mapping). The volumes are made by a daemon run
+# with tests/bench/nofsync.c (no flushes), never one that is measured. Needs root (loop device,
+# mounts), gcc, xfsprogs, strace.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -44,7 +49,7 @@ while [ $# -gt 0 ]; do
     --compare) OLD=$2; shift 2 ;;
     --work) WORK=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
-    -h | --help) sed -n '3,25p' "$0"; exit 0 ;;
+    -h | --help) sed -n '3,31p' "$0"; exit 0 ;;
     *) echo "scale.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -72,6 +77,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 gcc -O2 -Wall -o "$W/bin/sockbench" "$BENCH_DIR/sockbench.c"
+gcc -O2 -Wall -pthread -o "$W/bin/readfloor" "$BENCH_DIR/readfloor.c"
+gcc -O2 -Wall -shared -fPIC -o "$W/bin/nofsync.so" "$BENCH_DIR/nofsync.c"
 SB=$W/bin/sockbench
 truncate -s 4G "$W/part.img"
 LOOP=$(losetup --find --show "$W/part.img")
@@ -117,6 +124,45 @@ smaps() { # KEY SUFFIX: VmRSS, RssAnon (status) and Pss (smaps_rollup), KiB: the
 }
 
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$PID/stat"; }
+cpu_ms() { awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) * 1000 / hz }' "/proc/$PID/stat"; }
+
+base_breakdown() { # KEY: the anonymous KiB of each kind of mapping (/proc/PID/smaps), largest first;
+    # of 10 samples, the one with the least in all (a thread that comes and goes is not the base)
+    local i b best= best_total= total
+    for i in $(seq 1 10); do
+        b=$(smaps_by_mapping)
+        total=$(awk '{ t += $1 } END { print t + 0 }' <<<"$b")
+        if [ -z "$best" ] || [ "$total" -lt "$best_total" ]; then best=$b best_total=$total; fi
+        sleep 0.1
+    done
+    R[$1,base_breakdown]=$best
+    R[$1,threads]=$(awk '$1 == "Threads:" { print $2 }' "/proc/$PID/status")
+}
+
+smaps_by_mapping() {
+    awk '
+        /^[0-9a-f]+-[0-9a-f]+ / { n = $6
+            if (n == "") c = "anonymous maps (thread stacks, mmap'"'"'ed allocations)"
+            else if (n == "[heap]") c = "heap (brk)"
+            else if (n == "[stack]") c = "main thread stack"
+            else if (n ~ /^\//) { sub(/.*\//, "", n); c = "writable data of " n }
+            else c = n
+            next }
+        $1 == "Anonymous:" && $2 > 0 { a[c] += $2 }
+        END { for (k in a) printf "%6d KiB  %s\n", a[k], k }' "/proc/$PID/smaps" | sort -rn
+}
+
+startup_trace() { # KEY BIN: system calls of one start until the first List is answered, under strace -f -c
+    local out=$W/strace-start-$1.txt spid dpid i
+    read -r spid _ < <("$SB" ready "$W/s.sock" 900000 strace -f -c -o "$out" \
+        sh -c "exec '$2' >/dev/null 2>>'$W/daemon.log'")
+    dpid=$(pgrep -P "$spid" | head -1)
+    kill -TERM "$dpid"
+    for i in $(seq 1 600); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
+    R[$1,start_syscalls]=$(awk '$NF == "total" { print $4 }' "$out")
+    R[$1,start_top]=$(awk '$NF != "total" && $4 ~ /^[0-9]+$/ && $4 > 1000 { printf "%s %d, ", $NF, $4 }' "$out" | sed 's/, $//')
+    cp "$out" "$WORK/strace-start-$1-$N.txt"
+}
 
 metrics_cost() { # KEY: idle window; the writes are the file's inode changes (each write is a rename)
     local t0 t1 ino last writes=0 end
@@ -154,15 +200,23 @@ if [ -n "$OLD" ]; then KEYS=(old new); BINS=("$OLD" "$NEW"); fi
 for i in "${!KEYS[@]}"; do
     start_daemon "${BINS[$i]}"
     smaps "${KEYS[$i]}" _base
+    base_breakdown "${KEYS[$i]}"
     R[${KEYS[$i]},ready_0]=$READY_MS
     stop_daemon
 done
 
+# The volumes are made by a daemon whose fsyncs are no-ops (tests/bench/nofsync.c; a shared loop
+# device's flushes made 100,000 Creates take hours), then synced once; no measured daemon has it.
+populate() { # FROM TO
+    LD_PRELOAD=$W/bin/nofsync.so start_daemon "$NEW"
+    log "populating to $2 volumes"
+    "$SB" populate "$W/s.sock" sv "$1" "$2" >&2
+    stop_daemon
+    sync
+}
+
 # 2. 1,000 volumes: Create's reference figures.
-start_daemon "$NEW"
-log "populating 1000 volumes"
-"$SB" populate "$W/s.sock" sv 0 1000 >&2
-stop_daemon
+populate 0 1000
 for i in "${!KEYS[@]}"; do
     start_daemon "${BINS[$i]}"
     log "${KEYS[$i]}: latency at 1000 volumes"
@@ -171,16 +225,18 @@ for i in "${!KEYS[@]}"; do
 done
 
 # 3. N volumes.
-start_daemon "$NEW"
-log "populating to $N volumes"
-"$SB" populate "$W/s.sock" sv 1000 "$N" >&2
-stop_daemon
+populate 1000 "$N"
 for i in "${!KEYS[@]}"; do
     k=${KEYS[$i]}
     start_daemon "${BINS[$i]}"
     R[$k,ready]=$READY_MS
     R[$k,activate]=$ACTIVATE_MS
+    R[$k,start_cpu]=$(cpu_ms)
     sleep 3 # start-up's transient buffers, the first metrics write
+    # Every file start-up reads (records on the partition, index entries), read once more, bare.
+    read -r _ _ _ cpu1 < <("$W/bin/readfloor" -t 1 "$W"/parts/*/nvmevol/meta "$W/state/index")
+    read -r FLOOR_FILES _ ms2 _ < <("$W/bin/readfloor" -t 2 "$W"/parts/*/nvmevol/meta "$W/state/index")
+    R[$k,floor_cpu]=$cpu1 R[$k,floor2]=$ms2
     smaps "$k" _restart
     log "$k: $N volumes: ready in $READY_MS ms, RssAnon ${R[$k,anon_restart]} KiB; metrics writes over ${IDLE_S}s"
     metrics_cost "$k"
@@ -189,6 +245,10 @@ for i in "${!KEYS[@]}"; do
     sleep 2
     smaps "$k" _load
     stop_daemon
+done
+for i in "${!KEYS[@]}"; do
+    log "${KEYS[$i]}: system calls of a start at $N volumes (strace -f -c)"
+    startup_trace "${KEYS[$i]}" "${BINS[$i]}"
 done
 
 # ---- The table.
@@ -222,6 +282,7 @@ create_ratio() { # p50 or p99 at N over at 1,000
 c50() { create_ratio p50 "$1"; }
 c99() { create_ratio p99 "$1"; }
 mib() { awk -v b="${R[$2,$1]}" 'BEGIN { printf "%.2f", b / 1048576 }'; }
+start_per_vol() { awk -v a="${R[$1,start_syscalls]}" -v n="$N" 'BEGIN { printf "%.1f", a / n }'; }
 
 echo
 echo "nvmevol at $N volumes (one loop-XFS partition, self-test off); $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -260,3 +321,18 @@ row "Remove p50 at N (ms)" "" "" fig Remove_p50_N
 row "first answer, no volumes (ms)" "" "" fig ready_0
 row "Plugin.Activate answered after exec at N (ms)" "<= 300 ms" 300 fig activate
 row "first List answered after exec at N (ms)" "" "" fig ready
+row "  the daemon's CPU time until then (ms)" "" "" fig start_cpu
+row "  system calls of that start (strace -f -c)" "" "" fig start_syscalls
+row "  the same per volume" "" "" start_per_vol
+row "floor: every file start-up reads, bare: CPU (ms)" "" "" fig floor_cpu
+row "floor: the same on 2 threads, wall (ms)" "" "" fig floor2
+echo
+echo "files start-up reads (records and index entries): $FLOOR_FILES; readfloor: openat + one read + close each, no parsing"
+for k in "${KEYS[@]}"; do
+    echo "$k: start-up's system calls over 1,000: ${R[$k,start_top]}"
+done
+for k in "${KEYS[@]}"; do
+    echo
+    echo "$k: the base's anonymous memory (no volumes, ${R[$k,threads]} threads), by mapping (/proc/PID/smaps):"
+    echo "${R[$k,base_breakdown]}"
+done

@@ -228,16 +228,35 @@ scenario_release() {
     prop=$E2E_DATA_ROOT/plugins/$(plugin_id)/propagated-mount/pgdata
     mkdir -p "$E2E_WORK/holder"
 
-    # The over-count of a crash in the reply window: strace kills the plugin at
-    # its second fsync of the Mount (the directory of the renamed count file).
+    # The over-count of a crash in the reply window: the plugin dies after the
+    # Mount's count file is in place and before the Mount is answered. strace
+    # holds the Mount's thread at the exit of the rename that puts
+    # mounts/pgdata.json in place (only syscalls naming pgdata.json, -P); once
+    # that file is there, the plugin is killed. The count file is written
+    # without fsync (src/README.md, State), so the point is the rename, never
+    # an fsync; a test that waited for one would hang.
     "$NV" volume set pgdata selftest=off >/dev/null
-    local pid spid
+    local pid spid runpid i
+    e2e_check "before the crash: no count file for pgdata" test ! -e "$st/mounts/pgdata.json"
     pid=$(plugin_pid)
-    strace -f -qq -p "$pid" -e trace=fsync -e inject=fsync:signal=KILL:when=2 -o /dev/null &
+    strace -f -qq -p "$pid" -P pgdata.json -e trace=rename,renameat,renameat2 \
+        -e inject=rename,renameat,renameat2:delay_exit=60s:when=1 -o /dev/null 2>/dev/null &
     spid=$!
     sleep 1
-    out=$("${RUN[@]}" -v pgdata:/data "$IMG" true 2>&1)
+    "${RUN[@]}" -v pgdata:/data "$IMG" true >"$E2E_WORK/reply-window.out" 2>&1 &
+    runpid=$!
+    for i in $(seq 1 300); do
+        [ -e "$st/mounts/pgdata.json" ] && break
+        sleep 0.1
+    done
+    if e2e_check "the Mount's count file landed while its thread is held before the answer" \
+        test -e "$st/mounts/pgdata.json"; then
+        kill -KILL "$pid"
+    fi
+    wait "$runpid"
+    kill "$spid" 2>/dev/null
     wait "$spid" 2>/dev/null
+    out=$(cat "$E2E_WORK/reply-window.out")
     e2e_match "docker run fails: the plugin died before it answered the Mount" . "$out"
     wait_plugin
     e2e_eq "the plugin restarted and kept the saved count: an over-count (no container, count 1)" "1 0" \

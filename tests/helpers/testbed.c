@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
@@ -247,6 +248,40 @@ int testbed_start(Testbed *tb, const char *const *extra_env)
 	int r = testbed_spawn(tb, extra_env);
 
 	return r < 0 ? r : testbed_wait_ready(tb);
+}
+
+int testbed_start_traced(Testbed *tb, const char *strace_args, const char *trace, const char *const *extra_env)
+{
+	char real[PATH_MAX], wrapper[600];
+	char *saved = getenv("NVMEVOL_BINARY") ? strdup(getenv("NVMEVOL_BINARY")) : NULL;
+	FILE *f;
+	int r;
+
+	if (!realpath(daemon_binary(), real)) {
+		free(saved);
+		return -errno;
+	}
+	snprintf(wrapper, sizeof(wrapper), "%s/traced-daemon", tb->state);
+	f = fopen(wrapper, "we");
+	if (!f) {
+		free(saved);
+		return -errno;
+	}
+	/* LeakSanitizer cannot run under ptrace (it aborts at exit): an ASan daemon skips only the leak check here. */
+	fprintf(f, "#!/bin/sh\nASAN_OPTIONS=\"${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0\"; export ASAN_OPTIONS\n"
+		   "exec strace -D -f -q %s -o '%s' -- '%s' \"$@\"\n", strace_args, trace, real);
+	if (fclose(f) != 0 || chmod(wrapper, 0700) != 0) {
+		free(saved);
+		return -EIO;
+	}
+	setenv("NVMEVOL_BINARY", wrapper, 1);
+	r = testbed_start(tb, extra_env);
+	if (saved)
+		setenv("NVMEVOL_BINARY", saved, 1);
+	else
+		unsetenv("NVMEVOL_BINARY");
+	free(saved);
+	return r;
 }
 
 int testbed_stop(Testbed *tb, int sig)

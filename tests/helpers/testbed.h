@@ -56,6 +56,12 @@ int testbed_start(Testbed *tb, const char *const *extra_env);
 /* The two halves of testbed_start(): spawn only (tb->pid), then wait until it serves (-ECHILD: it exited). */
 int testbed_spawn(Testbed *tb, const char *const *extra_env);
 int testbed_wait_ready(Testbed *tb);
+/*
+ * testbed_start() with the daemon under `strace -D -f -q STRACE_ARGS -o TRACE`
+ * (-D: the daemon stays the test's child, tb->pid; strace writes TRACE, and a
+ * -c summary, once the daemon has exited). Needs /usr/bin/strace.
+ */
+int testbed_start_traced(Testbed *tb, const char *strace_args, const char *trace, const char *const *extra_env);
 /* Sends @sig and waits; SIGKILL for a crash, SIGTERM for a clean stop. */
 int testbed_stop(Testbed *tb, int sig);
 void testbed_destroy(Testbed *tb);
