@@ -565,6 +565,10 @@ static int remove_locked(Manager *m, Volume *v, char **reterr_msg)
 		r = 0;
 		goto out;
 	}
+	/* Only a move's snapshots are left (checked above): they go first, each removed whole. */
+	r = manager_snapshot_remove_by_move(m, v, reterr_msg);
+	if (r < 0)
+		goto out;
 
 	/*
 	 * Order: index entry "removing", record, directory, index entry. Deleting
