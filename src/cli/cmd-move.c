@@ -427,8 +427,8 @@ int cmd_volume_move(const CliArgs *a, char **args, int n)
 				       *over = json_object(), *taken = json_object(), *sum = NULL, *held = NULL;
 	_cleanup_free_ char *err = NULL, *status = NULL;
 	Move m = { .a = a, .name = args[0], .passes = passes, .over = over, .taken = taken };
-	char prefix[64], snap[160], prev[160] = "", why[1024];
-	const char *ended = "not mounted", *resumed = NULL;
+	char prefix[64], snap[160], prev[160] = "", resumed[160] = "", why[1024];
+	const char *ended = "not mounted";
 	uint64_t bytes = 0, max_passes = 8, small = 64ull << 20, timeout = 600, t_final, downtime, waited_ms = 0;
 	double small_seconds = 5, seconds = 0;
 	bool fenced_here = false, prev_ours = false; /* prev: a snapshot a move made (dropped once passed on) */
@@ -510,7 +510,7 @@ int cmd_volume_move(const CliArgs *a, char **args, int n)
 		note_taken(&m, there);
 		if ((rc = plan_resume(&m, here, there, fenced_here, prev, sizeof(prev), &resume)) != 0)
 			goto out;
-		resumed = prev;
+		snprintf(resumed, sizeof(resumed), "%s", prev);
 		prev_ours = json_is_true(json_object_get(find_name(here, prev), "by_move"));
 	} else if (rc != 0)
 		goto out;
@@ -603,7 +603,7 @@ int cmd_volume_move(const CliArgs *a, char **args, int n)
 	if (prev[0] && prev_ours)
 		drop_snapshot(&m, prev);
 	sum = json_pack("{s:s,s:s,s:O,s:f,s:s,s:s*,s:s,s:O*,s:f}", "volume", m.name, "node", m.node, "passes", passes,
-			"downtime_seconds", downtime / 1000.0, "kept_snapshot", snap, "resumed_from", resumed,
+			"downtime_seconds", downtime / 1000.0, "kept_snapshot", snap, "resumed_from", resumed[0] ? resumed : NULL,
 			"live_passes_ended", ended, "waited_for", held, "waited_seconds", waited_ms / 1000.0);
 	m.t = (AdminTarget){ 0 };
 	return print_summary(a, sum, passes, m.name, m.node, snap, downtime);

@@ -659,13 +659,15 @@ int manager_snapshot_remove(Manager *m, const char *name, const char *snap, json
 int manager_snapshot_remove_by_move(Manager *m, Volume *v, char **reterr_msg)
 {
 	for (;;) {
-		SnapArgs a = { 0 };
+		char name[VOLUME_NAME_MAX + 1] = "";
+		SnapArgs a = { .snap = name };
 		int r;
 
-		for (size_t i = 0; !a.snap && i < v->n_snaps; i++)
+		/* A copy of the name: the removal replaces v->snaps. */
+		for (size_t i = 0; !name[0] && i < v->n_snaps; i++)
 			if (v->snaps[i].by_move)
-				a.snap = v->snaps[i].name;
-		if (!a.snap)
+				snprintf(name, sizeof(name), "%s", v->snaps[i].name);
+		if (!name[0])
 			return 0;
 		/* Each one its own commit point (remove_fn): a crash between two leaves the volume with fewer. */
 		r = remove_fn(m, v, &a, reterr_msg);
