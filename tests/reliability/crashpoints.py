@@ -343,7 +343,9 @@ def count_syscalls(tb, op):
     st.detach()
     counts = {}
     for c in st.events():
-        counts[c["name"]] = counts.get(c["name"], 0) + 1
+        # when=N counts per thread: a command's requests spread over threads reach the largest per-thread number.
+        counts[c["name"]] = max(counts.get(c["name"], 0), c["seq"]) if op in COMMAND_OPS else \
+            counts.get(c["name"], 0) + 1
     return counts
 
 
