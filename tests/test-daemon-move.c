@@ -104,6 +104,9 @@ static pid_t move_start(const char *name, const char *via, const char *args)
 
 	snprintf(outf, sizeof(outf), "%s/move.out", src.dir);
 	snprintf(errf, sizeof(errf), "%s/move.err", src.dir);
+	/* Nothing of the last move's output: move_says() reads this one's alone. */
+	(void)unlink(outf);
+	(void)unlink(errf);
 	/* No Docker to ask: the move names the mount count and says why (a real dockerd: the admin stage). */
 	snprintf(cmd, sizeof(cmd), "DOCKER_HOST=unix://%s/no-docker.sock '%s' volume move %s --via '%s' %s --socket "
 		 "'%s/nvmevol-admin.sock' > '%s' 2> '%s'", src.dir, bin(), name, via, args, src.dir, outf, errf);
@@ -245,9 +248,11 @@ Test(daemon_move, a_receiver_that_fails_midway_leaves_the_source_serving)
 
 Test(daemon_move, usage_errors_exit_2)
 {
-	cr_assert_eq(move("x", "", ""), 2, "%s", err);
-	cr_assert_eq(move("x", "/bin/true", "--small-seconds -1"), 2, "%s", err);
-	cr_assert_eq(move("x", "/bin/true", "--small-seconds soon"), 2, "%s", err);
+	cr_assert_eq(move("xx", "", ""), 2, "%s", err);
+	cr_assert(strstr(err, "--via 'CMD' is required"), "%s", err);
+	cr_assert_eq(move("xx", "/bin/true", "--small-seconds -1"), 2, "%s", err);
+	cr_assert(strstr(err, "--small-seconds takes a number of seconds"), "%s", err);
+	cr_assert_eq(move("xx", "/bin/true", "--small-seconds soon"), 2, "%s", err);
 	cr_assert(strstr(err, "--small-seconds takes a number of seconds"), "%s", err);
 }
 

@@ -31,5 +31,5 @@ int nodepin_check(const char *volume, const char *pinned, const char *here, char
 			  "placement constraint node.hostname==%s, or make %s available again (docker node update "
 			  "--availability active %s). To move the volume here, run 'nvmevol volume move %s --via CMD' "
 			  "on %s, CMD reaching %s (examples/swarm/README.md)",
-			  volume, pinned, pinned, here, pinned, pinned, pinned, pinned, volume, pinned, here);
+			  volume, pinned, pinned, here, pinned, pinned, pinned, pinned, pinned, volume, pinned, here);
 }
