@@ -483,6 +483,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--binary")
     ap.add_argument("--max-per-syscall", type=int, default=0, help="cap n per syscall (0 = all)")
+    ap.add_argument("--syscalls", default="",
+                    help="only these syscalls are points, e.g. renameat,renameat2,fsync,ioctl (default: every one)")
+    ap.add_argument("--spread", type=int, default=0,
+                    help="at most this many n per syscall, spread evenly from the first call to the last (0 = all)")
     ap.add_argument("--ops", default=",".join(DEFAULT_OPS),
                     help="operations to kill in (default: all but %s)" % ", ".join(sorted(set(OPS) - set(DEFAULT_OPS))))
     ap.add_argument("--max-points", type=int, default=0, help="stop after this many points (0 = all)")
@@ -508,8 +512,14 @@ def main():
             counts = count_syscalls(tb, op)
             log("%s: %s" % (op, counts))
             for sc, n_calls in sorted(counts.items()):
+                if args.syscalls and sc not in args.syscalls.split(","):
+                    continue
                 limit = n_calls if not args.max_per_syscall else min(n_calls, args.max_per_syscall)
-                for n in range(1, limit + 1):
+                ns = range(1, limit + 1)
+                if args.spread and limit > args.spread:
+                    k = max(args.spread, 2)
+                    ns = sorted({1 + round(i * (limit - 1) / (k - 1)) for i in range(k)})
+                for n in ns:
                     if args.max_points and points >= args.max_points:
                         break
                     label = "%s/%s#%d" % (op, sc, n)
