@@ -361,27 +361,36 @@ Test(daemon_move, a_rerun_refuses_a_copy_there_that_is_in_use_or_was_unfenced)
 	}
 }
 
+/* A move of @name, mounted as c1, with @args: c1 unmounted once the move waits; its --json summary. */
+static json_t *move_unmounted_when_it_waits(const char *name, const char *via, const char *args)
+{
+	pid_t pid;
+	json_t *j;
+
+	cr_assert_eq(tb_call(&src, "Mount", &rep, "{\"Name\":\"%s\",\"ID\":\"c1\"}", name), 0, "%s", client_err(&rep));
+	pid = move_start(name, via, args);
+	move_says("waiting up to 120 s");
+	cr_assert_eq(tb_call(&src, "Unmount", &rep, "{\"Name\":\"%s\",\"ID\":\"c1\"}", name), 0, "%s", client_err(&rep));
+	cr_assert_eq(move_wait(pid), 0, "%s", err);
+	j = json_loads(out, 0, NULL);
+	cr_assert_not_null(j, "not JSON: %s", out);
+	return j;
+}
+
 Test(daemon_move, live_passes_end_at_small_seconds_and_the_wait_says_who_holds_the_volume)
 {
 	char via[600], a[512];
 	json_t *j, *w;
-	pid_t pid;
 
 	snprintf(via, sizeof(via), "%s/node2", src.dir);
 	wrapper(via, 0);
 	cr_assert_eq(tb_call(&src, "Create", &rep, "{\"Name\":\"lv\",\"Opts\":{}}"), 0, "%s", client_err(&rep));
 	testbed_volume_dir(&src, 0, "lv", a, sizeof(a));
 	put(a, "f", 1 << 20, 'q');
-	cr_assert_eq(tb_call(&src, "Mount", &rep, "{\"Name\":\"lv\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
 
 	/* Never small in bytes, but each pass is shorter than 1000 s: the first is the last live one. */
-	pid = move_start("lv", via, "--json --small 1 --small-seconds 1000 --passes 5 --timeout 120");
-	move_says("waiting up to 120 s");
+	j = move_unmounted_when_it_waits("lv", via, "--json --small 1 --small-seconds 1000 --passes 5 --timeout 120");
 	cr_assert(strstr(err, "in use by 1 mount(s); the containers cannot be named: Docker does not answer"), "%s", err);
-	cr_assert_eq(tb_call(&src, "Unmount", &rep, "{\"Name\":\"lv\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
-	cr_assert_eq(move_wait(pid), 0, "%s", err);
-	j = json_loads(out, 0, NULL);
-	cr_assert_not_null(j, "not JSON: %s", out);
 	cr_assert_str_eq(json_string_value(json_object_get(j, "live_passes_ended")), "small-seconds", "%s", out);
 	cr_assert_eq(json_array_size(json_object_get(j, "passes")), 2, "%s", out);
 	w = json_object_get(j, "waited_for");
@@ -391,13 +400,7 @@ Test(daemon_move, live_passes_end_at_small_seconds_and_the_wait_says_who_holds_t
 
 	/* The control: with --small-seconds 0 the live passes go on to --passes. */
 	cr_assert_eq(tb_call(&src, "Create", &rep, "{\"Name\":\"lv2\",\"Opts\":{}}"), 0, "%s", client_err(&rep));
-	cr_assert_eq(tb_call(&src, "Mount", &rep, "{\"Name\":\"lv2\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
-	pid = move_start("lv2", via, "--json --small 1 --small-seconds 0 --passes 3 --timeout 120");
-	move_says("waiting up to 120 s");
-	cr_assert_eq(tb_call(&src, "Unmount", &rep, "{\"Name\":\"lv2\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
-	cr_assert_eq(move_wait(pid), 0, "%s", err);
-	j = json_loads(out, 0, NULL);
-	cr_assert_not_null(j, "not JSON: %s", out);
+	j = move_unmounted_when_it_waits("lv2", via, "--json --small 1 --small-seconds 0 --passes 3 --timeout 120");
 	cr_assert_str_eq(json_string_value(json_object_get(j, "live_passes_ended")), "passes", "%s", out);
 	cr_assert_eq(json_array_size(json_object_get(j, "passes")), 4, "%s", out);
 	json_decref(j);

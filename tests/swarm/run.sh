@@ -115,6 +115,19 @@ rm_service() {
     done
 }
 
+# rejected_on NODE SERVICE TRIES: the first task of SERVICE Rejected on NODE ("NODE Rejected ... Err"),
+# looked for every 0.5 s; empty if none.
+rejected_on() {
+    local i out
+    for i in $(seq 1 "$3"); do
+        out=$(mgr docker service ps --no-trunc --format '{{.Node}} {{.CurrentState}} {{.Error}}' "$2" |
+              grep "^$1 Rejected" | head -n1)
+        [ -n "$out" ] && break
+        sleep 0.5
+    done
+    echo "$out"
+}
+
 # vstatus NODE VOLUME KEY: a field of the plugin's Status on NODE.
 vstatus() { on "$1" docker volume inspect -f '{{json .Status}}' "$2" 2>/dev/null | jq -r ".$3"; }
 
@@ -476,12 +489,7 @@ scenario_guard() {
     trap_setup sw-guard ",volume-opt=node=$W1"
     N_FAILURES=$((N_FAILURES + 1))
     set_availability "$W1" drain
-    for i in $(seq 1 60); do
-        out=$(mgr docker service ps --no-trunc --format '{{.Node}} {{.CurrentState}} {{.Error}}' sw-guard |
-              grep "^$W2 Rejected" | head -n1)
-        [ -n "$out" ] && break
-        sleep 0.5
-    done
+    out=$(rejected_on "$W2" sw-guard 60)
     e2e_match "guard: drain $W1, the task is rejected on $W2 with an Err naming both nodes (docker service ps --no-trunc)" \
         "^$W2 Rejected .*volume sw-guard is pinned to node $W1 \(option node=$W1\) and this is node $W2" "$out"
     e2e_match "guard: the Err says what to do" \
@@ -607,12 +615,7 @@ scenario_pgmove() {
     # Forced back to the old worker: its copy is fenced.
     mgr docker service update -q -d --constraint-rm "node.hostname==$W1" --constraint-add "node.hostname==$W2" \
         sw-pg >/dev/null
-    for i in $(seq 1 120); do
-        out=$(mgr docker service ps --no-trunc --format '{{.Node}} {{.CurrentState}} {{.Error}}' sw-pg |
-              grep "^$W2 Rejected" | head -n1)
-        [ -n "$out" ] && break
-        sleep 0.5
-    done
+    out=$(rejected_on "$W2" sw-pg 120)
     e2e_match "a task forced back onto $W2 is Rejected with the Err naming $W1" \
         "^$W2 Rejected .*volume sw-pg was moved to $W1 .*unfence" "$out"
     rm_service sw-pg
