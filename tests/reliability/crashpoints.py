@@ -146,9 +146,29 @@ def command(tb, args, stdin=None, timeout=COMMAND_TIMEOUT, admin=None):
     No Docker to ask (a move names the mount count then)."""
     admin = admin or os.path.join(os.path.dirname(tb.sock), "nvmevol-admin.sock")
     env = dict(os.environ, DOCKER_HOST="unix://%s/no-docker.sock" % tb.base)
-    p = subprocess.run([tb.binary] + args + ["--socket", admin], stdin=stdin, capture_output=True,
-                       timeout=timeout, env=env)
-    return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+    p = subprocess.Popen([tb.binary] + args + ["--socket", admin], stdin=stdin, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # Where it waits, and where the daemon's threads are: the violation says it.
+        where = "command: %s; daemon: %s" % (waits(p.pid), waits(tb.pid) if tb.alive() else "not running")
+        p.kill()
+        p.communicate()
+        raise TimeoutError("`nvmevol %s` did not end in %.0f s (%s)" % (" ".join(args[:3]), timeout, where))
+    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def waits(pid):
+    """The kernel function each thread of @pid sleeps in (wchan), counted."""
+    seen = {}
+    for t in os.listdir("/proc/%d/task" % pid) if os.path.isdir("/proc/%d/task" % pid) else []:
+        try:
+            w = open("/proc/%d/task/%s/wchan" % (pid, t)).read().strip() or "running"
+        except OSError:
+            continue
+        seen[w] = seen.get(w, 0) + 1
+    return ", ".join("%s x%d" % kv for kv in sorted(seen.items())) or "?"
 
 
 def command_ok(tb, args, stdin=None, admin=None):
@@ -240,10 +260,7 @@ def run_command_op(tb, op, timeout):
 
 def send(tb, op, timeout):
     if op in COMMAND_OPS:
-        try:
-            ok = run_command_op(tb, op, max(timeout, COMMAND_TIMEOUT))
-        except subprocess.TimeoutExpired as e:
-            raise TimeoutError("the command did not end in %.0f s" % e.timeout)
+        ok = run_command_op(tb, op, max(timeout, COMMAND_TIMEOUT))
         return (200, {}) if ok else (500, {"Err": "the command failed"})
     endpoint, body = OPS[op]
     if op == "evacuate":
@@ -532,8 +549,10 @@ def main():
                     try:
                         send(tb, op, args.request_timeout)
                         answered = True
-                    except (TimeoutError, socket.timeout):
+                    except (TimeoutError, socket.timeout) as e:
                         hung = tb.alive()
+                        if hung and op in COMMAND_OPS:
+                            log("%s: %s" % (label, e))
                     except (OSError, http.client.HTTPException):
                         pass   # the kill closed the connection
                     rc = None
