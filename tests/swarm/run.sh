@@ -599,8 +599,9 @@ scenario_pgmove() {
         '^full( incremental)* final$' "$(jq -r '[.passes[].kind] | join(" ")' "$out" 2>&1)"
     e2e_match "it printed the downtime (the final pass)" '^[0-9.]+$' "$(jq -r .downtime_seconds "$out" 2>&1)"
     e2e_diag "move of sw-pg: $(jq -c '{passes: [.passes[] | {kind, bytes, seconds}], downtime_seconds, live_passes_ended}' "$out" 2>&1)"
-    e2e_eq "the copy on $W1 carries the node= pin rewritten to $W1" "$W1" \
-        "$(on "$W1" docker volume inspect -f '{{.Options.node}}' sw-pg 2>&1)"
+    # The plugin's own record (Docker's Options are what Docker was asked at a create it did not make).
+    e2e_eq "the copy on $W1 carries the node= pin rewritten to $W1" "$W1" "$(vstatus "$W1" sw-pg options.node)"
+    e2e_match "... and PostgreSQL's data (PG_VERSION on $W1's partition)" "$W1" "$(holders sw-pg/PG_VERSION)"
     mgr docker service update -q -d --constraint-rm "node.hostname==$W2" --constraint-add "node.hostname==$W1" \
         --mount-rm /var/lib/postgresql/data --mount-add "$mnt,volume-opt=node=$W1" sw-pg >/dev/null
     e2e_check "constraint changed to $W1, docker service scale sw-pg=1" mgr docker service scale -d sw-pg=1
