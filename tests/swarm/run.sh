@@ -602,8 +602,13 @@ scenario_pgmove() {
     # The plugin's own record (Docker's Options are what Docker was asked at a create it did not make).
     e2e_eq "the copy on $W1 carries the node= pin rewritten to $W1" "$W1" "$(vstatus "$W1" sw-pg options.node)"
     e2e_match "... and PostgreSQL's data (PG_VERSION on $W1's partition)" "$W1" "$(holders sw-pg/PG_VERSION)"
+    # Two updates: one with --mount-rm and --mount-add of the same target ends with no mount at all
+    # (the CLI applies the removal after the addition), and PostgreSQL would initdb in the container.
+    mgr docker service update -q -d --mount-rm /var/lib/postgresql/data sw-pg >/dev/null
     mgr docker service update -q -d --constraint-rm "node.hostname==$W2" --constraint-add "node.hostname==$W1" \
-        --mount-rm /var/lib/postgresql/data --mount-add "$mnt,volume-opt=node=$W1" sw-pg >/dev/null
+        --mount-add "$mnt,volume-opt=node=$W1" sw-pg >/dev/null
+    e2e_eq "the service mounts sw-pg with node=$W1 now" "sw-pg $W1" \
+        "$(mgr docker service inspect -f '{{range .Spec.TaskTemplate.ContainerSpec.Mounts}}{{.Source}} {{index .VolumeOptions.DriverConfig.Options "node"}}{{end}}' sw-pg 2>&1)"
     e2e_check "constraint changed to $W1, docker service scale sw-pg=1" mgr docker service scale -d sw-pg=1
     node=$(wait_task sw-pg "$W1")
     pg_ready "$W1" || e2e_diag "PostgreSQL on $W1 did not answer"
