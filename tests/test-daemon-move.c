@@ -193,6 +193,9 @@ Test(daemon_move, an_idle_volume_arrives_whole_and_the_source_is_fenced)
 	testbed_volume_dir(&dst, 0, "mv", b, sizeof(b));
 	cr_assert_eq(treecmp(a, b, TREECMP_SKIP_XFS_ACL_ALIAS, why, sizeof(why)), 0, "%s", why);
 	cr_assert_eq(tb_call(&dst, "Get", &rep, "{\"Name\":\"mv\"}"), 0, "%s", client_err(&rep));
+	/* Docker there asks Create with the volume's options (a swarm task, compose): the same volume, not a conflict. */
+	cr_assert_eq(tb_call(&dst, "Create", &rep, "{\"Name\":\"mv\",\"Opts\":{\"uid\":\"1000\",\"mode\":\"0750\"}}"), 0,
+		     "%s", client_err(&rep));
 	cr_assert_eq(tb_call(&dst, "Mount", &rep, "{\"Name\":\"mv\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
 
 	/* The source is fenced: a Mount there is refused and says where the volume went; unfence is the way back. */

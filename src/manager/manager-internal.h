@@ -167,7 +167,12 @@ void manager_clone_add_status(Volume *v, json_t *status);
 /* manager.c: the partition for a new volume with @o (its partition=, or placement); NULL and an Err if none. */
 Partition *manager_choose_partition(Manager *m, const VolumeOptions *o, char **reterr_msg);
 /* manager.c: Create of @name on the partition @opts names, filled from the directory @from_fd (an import). */
-int manager_create_filled(Manager *m, const char *name, const VolumeOptions *opts, int from_fd, char **reterr_msg);
+/*
+ * Create of a volume filled from @from_fd (an import), placed on partition @place_uuid (where @from_fd
+ * is); its record keeps @opts, so partition= only when it was asked for.
+ */
+int manager_create_filled(Manager *m, const char *name, const VolumeOptions *opts, const char *place_uuid,
+			  int from_fd, char **reterr_msg);
 
 /* manager-snapshot.c: loads @v's snapshots from @fs; with @recover (start-up) settles what a crash interrupted. */
 void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover);
