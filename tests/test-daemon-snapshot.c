@@ -25,6 +25,7 @@
 #include "clone/freeze.h"
 #include "helpers/testbed.h"
 #include "helpers/treecmp.h"
+#include "helpers/treefill.h"
 #include "util/macro.h"
 
 #define ROUND_FILES 200 /* the writer's files: each round writes all of them, in order */
@@ -72,19 +73,6 @@ static void snapdir(const char *volume, const char *rest, char *buf, size_t len)
 
 	testbed_part_mountpoint(&tb, 0, mp, sizeof(mp));
 	snprintf(buf, len, "%s/nvmevol/snapshots/%s%s%s", mp, volume, rest[0] ? "/" : "", rest);
-}
-
-static void put(const char *dir, const char *rel, const char *data, size_t len)
-{
-	char path[1024];
-	int fd;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, rel);
-	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
-	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
-	cr_assert_eq(write(fd, data, len), (ssize_t)len);
-	cr_assert_eq(fsync(fd), 0);
-	close(fd);
 }
 
 static char *slurp(const char *dir, const char *rel)
@@ -200,7 +188,7 @@ Test(daemon_snapshot, the_instant_check_fails_on_a_tree_of_two_instants)
 		char rel[16], b[16];
 		int len = snprintf(b, sizeof(b), "%010u\n", i < 50 ? 7u : 9u);
 		snprintf(rel, sizeof(rel), "f%03d", i);
-		put(dir, rel, b, (size_t)len);
+		tree_put_bytes(dir, rel, b, (size_t)len);
 	}
 	cr_assert_eq(check_instant(dir, why, sizeof(why)), -1);
 	cr_assert(strstr(why, "f050"), "%s", why);
@@ -216,7 +204,7 @@ Test(daemon_snapshot, a_snapshot_of_a_volume_being_written_shows_one_instant)
 	for (int i = 0; i < ROUND_FILES; i++) {
 		char rel[16];
 		snprintf(rel, sizeof(rel), "f%03d", i);
-		put(vol, rel, "0000000000\n", 11);
+		tree_put_bytes(vol, rel, "0000000000\n", 11);
 	}
 	writer_pid = start_writer(vol);
 	usleep(200 * 1000);
@@ -264,7 +252,7 @@ Test(daemon_snapshot, the_list_show_and_status_give_each_snapshot_and_its_cost)
 	create_volume("data", "");
 	testbed_volume_dir(&tb, 0, "data", vol, sizeof(vol));
 	memset(block, 'a', sizeof(block));
-	put(vol, "big", block, sizeof(block));
+	tree_put_bytes(vol, "big", block, sizeof(block));
 	cr_assert_eq(ADMIN("volume", "snapshot", "data", "before"), 0, "%s", err);
 	cr_assert(strstr(out, "snapshot before taken"), "%s", out);
 	cr_assert_eq(ADMIN("volume", "snapshots", "data", "--json"), 0, "%s", err);
@@ -344,12 +332,12 @@ Test(daemon_snapshot, rollback_puts_the_volume_back_and_is_refused_while_mounted
 
 	create_volume("rb", "");
 	testbed_volume_dir(&tb, 0, "rb", vol, sizeof(vol));
-	put(vol, "keep", "version 1\n", 10);
+	tree_put_bytes(vol, "keep", "version 1\n", 10);
 	cr_assert_eq(mkdir(strcat(strcpy((char[600]){ 0 }, vol), "/sub"), 0750), 0);
-	put(vol, "sub/x", "x1\n", 3);
+	tree_put_bytes(vol, "sub/x", "x1\n", 3);
 	cr_assert_eq(ADMIN("volume", "snapshot", "rb", "v1"), 0, "%s", err);
-	put(vol, "keep", "version 2, longer\n", 18);
-	put(vol, "new", "added later\n", 12);
+	tree_put_bytes(vol, "keep", "version 2, longer\n", 18);
+	tree_put_bytes(vol, "new", "added later\n", 12);
 	cr_assert_eq(unlink(strcat(strcpy((char[600]){ 0 }, vol), "/sub/x")), 0);
 
 	/* In use: refused, nothing changed. */
@@ -418,7 +406,7 @@ Test(daemon_snapshot, snapshots_survive_a_restart_and_a_kill)
 
 	create_volume("dur", "");
 	testbed_volume_dir(&tb, 0, "dur", vol, sizeof(vol));
-	put(vol, "a", "alpha\n", 6);
+	tree_put_bytes(vol, "a", "alpha\n", 6);
 	cr_assert_eq(ADMIN("volume", "snapshot", "dur", "s1"), 0, "%s", err);
 	{
 		int st = testbed_stop(&tb, SIGTERM);
@@ -472,7 +460,7 @@ Test(daemon_snapshot, start_up_undoes_only_what_a_record_proves_uncommitted)
 	snapdir("cr", "data", dir, sizeof(dir));
 	snprintf(p, sizeof(p), "%s/half", dir); /* take: pending record, data half copied */
 	cr_assert_eq(mkdir(p, 0700), 0);
-	put(p, "partial", "x", 1);
+	tree_put_bytes(p, "partial", "x", 1);
 	write_record("cr", "half", SNAPSHOT_PENDING);
 	snprintf(p, sizeof(p), "%s/going", dir); /* remove: after its commit, before the data went */
 	cr_assert_eq(mkdir(p, 0700), 0);
@@ -482,7 +470,7 @@ Test(daemon_snapshot, start_up_undoes_only_what_a_record_proves_uncommitted)
 	cr_assert_eq(mkdir(p, 0700), 0);
 	snapdir("cr", "rollback", p, sizeof(p)); /* a rollback's other state */
 	cr_assert_eq(mkdir(p, 0700), 0);
-	put(p, "old", "x", 1);
+	tree_put_bytes(p, "old", "x", 1);
 	testbed_start_or_fail(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL });
 
 	cr_assert_eq(ADMIN("volume", "snapshots", "cr", "--json"), 0, "%s", err);
@@ -573,17 +561,17 @@ static void rich_tree(const char *v)
 	cr_assert_eq(mkdir(p, 0750), 0);
 	for (size_t i = 0; i < sizeof(block); i++)
 		block[i] = (char)(i * 7 + i / 251);
-	put(v, "d/data", block, sizeof(block));
+	tree_put_bytes(v, "d/data", block, sizeof(block));
 	snprintf(p, sizeof(p), "%s/d/data", v);
 	cr_assert_eq(chown(p, 1234, 5678), 0);
 	cr_assert_eq(chmod(p, 04750), 0);
 	cr_assert_eq(setxattr(p, "user.k", "v\0\x01\xff", 4, 0), 0);
 	snprintf(q, sizeof(q), "%s/d/data.link", v);
 	cr_assert_eq(link(p, q), 0);
-	put(v, "cap", "#!/bin/true\n", 12);
+	tree_put_bytes(v, "cap", "#!/bin/true\n", 12);
 	snprintf(p, sizeof(p), "%s/cap", v);
 	cr_assert_eq(setxattr(p, "security.capability", cap, sizeof(cap), 0), 0, "%s", strerror(errno));
-	put(v, "acl", "acl\n", 4);
+	tree_put_bytes(v, "acl", "acl\n", 4);
 	snprintf(p, sizeof(p), "%s/acl", v);
 	cr_assert_eq(RUN("setfacl", "-m", "u:1000:r,g:2000:rw", p), 0);
 	snprintf(p, sizeof(p), "%s/d", v);
@@ -691,9 +679,9 @@ Test(daemon_snapshot, an_export_of_a_snapshot_or_of_a_volume_being_written_is_on
 
 	create_volume("exw", "");
 	testbed_volume_dir(&tb, 0, "exw", vol, sizeof(vol));
-	put(vol, "v", "one\n", 4);
+	tree_put_bytes(vol, "v", "one\n", 4);
 	cr_assert_eq(ADMIN("volume", "snapshot", "exw", "first"), 0, "%s", err);
-	put(vol, "v", "two, later\n", 11);
+	tree_put_bytes(vol, "v", "two, later\n", 11);
 	testbed_part_mountpoint(&tb, 0, mnt, sizeof(mnt));
 
 	/* --snapshot: the snapshot's files, not the volume's. */
@@ -710,7 +698,7 @@ Test(daemon_snapshot, an_export_of_a_snapshot_or_of_a_volume_being_written_is_on
 	for (int i = 0; i < ROUND_FILES; i++) {
 		char rel[16];
 		snprintf(rel, sizeof(rel), "f%03d", i);
-		put(vol, rel, "0000000000\n", 11);
+		tree_put_bytes(vol, rel, "0000000000\n", 11);
 	}
 	writer_pid = start_writer(vol);
 	usleep(100 * 1000);
@@ -741,7 +729,7 @@ Test(daemon_snapshot, a_failed_export_says_why_and_leaves_nothing)
 	for (int i = 0; i < 8; i++) {
 		char rel[16];
 		snprintf(rel, sizeof(rel), "big%d", i);
-		put(vol, rel, block, sizeof(block));
+		tree_put_bytes(vol, rel, block, sizeof(block));
 	}
 	snprintf(archive, sizeof(archive), "%s/x.tar", tb.dir);
 	cr_assert_eq(export_to(archive, "nosuch", NULL), 1);
@@ -838,7 +826,7 @@ Test(daemon_snapshot, acls_an_archive_carries_only_as_text_are_imported)
 
 	create_volume("aclsrc", "");
 	testbed_volume_dir(&tb, 0, "aclsrc", src, sizeof(src));
-	put(src, "f", "acl\n", 4);
+	tree_put_bytes(src, "f", "acl\n", 4);
 	snprintf(p, sizeof(p), "%s/f", src);
 	cr_assert_eq(RUN("setfacl", "-m", "u:1000:r,u:root:rw,g:2000:rw", p), 0);
 	snprintf(p, sizeof(p), "%s/d", src);
@@ -874,7 +862,7 @@ Test(daemon_snapshot, export_and_import_refuse_a_directory_that_is_not_the_bind)
 
 	create_volume("nsx", "");
 	testbed_volume_dir(&tb, 0, "nsx", vol, sizeof(vol));
-	put(vol, "f", "data", 4);
+	tree_put_bytes(vol, "f", "data", 4);
 	snprintf(archive, sizeof(archive), "%s/ns.tar", tb.dir);
 	cr_assert_eq(export_to(archive, "nsx", NULL), 0, "%s", err); /* the control: here it works */
 	snprintf(sock, sizeof(sock), "%s/nvmevol-admin.sock", tb.dir);
@@ -1043,7 +1031,7 @@ Test(daemon_snapshot, a_truncated_or_damaged_zstd_stream_gets_a_clear_err_and_le
 	for (int i = 0; i < 4; i++) {
 		char rel[16];
 		snprintf(rel, sizeof(rel), "f%d", i);
-		put(vol, rel, block, sizeof(block));
+		tree_put_bytes(vol, rel, block, sizeof(block));
 	}
 	snprintf(dir, sizeof(dir), "%s/zbad", tb.dir);
 	cr_assert_eq(mkdir(dir, 0700), 0);

@@ -27,7 +27,7 @@ Test(nodepin, other_node_is_refused_with_what_to_do)
 	cr_expect(strstr(err, "this is node w2"), "%s", err);
 	cr_expect(strstr(err, "node.hostname==w1"), "%s", err);
 	cr_expect(strstr(err, "docker node update --availability active w1"), "%s", err);
-	cr_expect(strstr(err, "created here with node=w2"), "%s", err);
+	cr_expect(strstr(err, "run 'nvmevol volume move pgdata --via CMD' on w1, CMD reaching w2"), "%s", err);
 	free(err);
 	err = NULL;
 	cr_expect_eq(nodepin_check("v", "w1", "w10", &err), -EREMOTE, "a prefix is another node");

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "cli/send-stream.h"
+#include "util/macro.h"
+#include "util/strutil.h"
 #include "volume/snapshot.h"
 
 /* A stream of one record of each type, in memory (*ret_len bytes, malloc'd). */
@@ -232,4 +234,43 @@ Test(send_stream, a_snapshot_record_keeps_its_id_and_one_without_is_an_older_one
 	cr_assert(!snapshot_id_is_valid("0123"));
 	free(rec);
 	free(old);
+}
+
+Test(send_stream, a_snapshot_record_keeps_by_move_and_refuses_a_false_or_odd_one)
+{
+	VolumeSnapshot s = { .name = "s1", .state = SNAPSHOT_COMMITTED, .id = "0123456789abcdef0123456789abcdef",
+			     .by_move = true };
+	VolumeSnapshot back;
+	char *rec = snapshot_record_dump("vol", &s), *bad;
+	_cleanup_free_ char *why = NULL;
+	const char *at;
+
+	cr_assert_not_null(rec);
+	cr_assert(strstr(rec, "\"by_move\":true"), "%s", rec);
+	cr_assert_eq(snapshot_record_parse(rec, strlen(rec), "vol", &back, NULL), 0);
+	cr_assert(back.by_move);
+	/* A user's snapshot has no by_move at all, so an older nvmevol reads it. */
+	s.by_move = false;
+	free(rec);
+	rec = snapshot_record_dump("vol", &s);
+	cr_assert(!strstr(rec, "by_move"), "%s", rec);
+	cr_assert_eq(snapshot_record_parse(rec, strlen(rec), "vol", &back, NULL), 0);
+	cr_assert(!back.by_move);
+	/* "by_move": false is not a form nvmevol writes: damaged (the CRC is recomputed, so only the field is wrong). */
+	at = strstr(rec, "\"bytes\"");
+	cr_assert_not_null(at);
+	cr_assert(asprintf(&bad, "%.*s\"by_move\":false,%s", (int)(at - rec), rec, at) > 0);
+	{
+		char *body = strdup(bad), *crc = strstr(body, ",\"crc\"");
+
+		cr_assert_not_null(crc);
+		strcpy(crc, "}");
+		free(bad);
+		bad = crc_trailer_append(body);
+		free(body);
+	}
+	cr_assert_eq(snapshot_record_parse(bad, strlen(bad), "vol", &back, &why), -EUCLEAN);
+	cr_assert(strstr(why, "not a snapshot record"), "%s", why);
+	free(bad);
+	free(rec);
 }

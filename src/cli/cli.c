@@ -235,15 +235,21 @@ static const CliCommand commands[] = {
 	  "/bin/sh -c 'CMD nvmevol volume receive NAME ...' with the stream on its\n"
 	  "standard input. While the volume is in use: a full pass (snapshot, send),\n"
 	  "then incremental passes (a new snapshot, the changes since the previous)\n"
-	  "until one is small (--small) or --passes were made; then it says how many\n"
-	  "mounts hold the volume and waits until none does (--timeout). Then the\n"
-	  "source is fenced (a Mount here is refused naming NODE; 'volume unfence' is\n"
-	  "the way back) and the final pass sends the last changes: that pass is the\n"
-	  "downtime. The copy there has the volume's options, owner and limits, and a\n"
-	  "node= pin rewritten to NODE. The last snapshot is kept on both sides (the\n"
-	  "base of a later incremental send), the others removed. Any failure leaves\n"
-	  "the source serving and unfenced, and what the other side received is only\n"
-	  "what a whole pass committed there.\n"
+	  "until one is small (--small), or short (--small-seconds: the final pass,\n"
+	  "the downtime, sends about as much), or --passes were made; then it names\n"
+	  "the containers that hold the volume (Docker's; where Docker cannot be asked,\n"
+	  "the count of mounts) and waits until none does (--timeout). Then the source\n"
+	  "is fenced (a Mount here is refused naming NODE; 'volume unfence' is the way\n"
+	  "back) and the final pass sends the last changes: that pass is the downtime.\n"
+	  "The copy there has the volume's options, owner and limits, and a node= pin\n"
+	  "rewritten to NODE; until the final pass it is fenced toward this node. The\n"
+	  "last snapshot is kept on both sides (the base of a later incremental send\n"
+	  "or move back), the others removed; snapshots a move made go with their\n"
+	  "volume when it is removed. Any failure leaves the source serving and\n"
+	  "unfenced, and what the other side received is only what a whole pass\n"
+	  "committed there. Run again, a move continues from the newest snapshot both\n"
+	  "sides hold; it refuses a copy there that is mounted, not fenced toward this\n"
+	  "node, or without a common snapshot, and changes nothing then.\n"
 	  "\nOptions:\n"
 	  "  --via 'CMD'      the command prefix that reaches the other node (required)\n"
 	  "  --node NODE      the other node's name (default: its plugin's, from\n"
@@ -251,9 +257,12 @@ static const CliCommand commands[] = {
 	  "  --final-now      fail instead of waiting if the volume is in use\n"
 	  "  --timeout SEC    how long to wait for the containers to stop (default 600)\n"
 	  "  --passes N       live passes at most before the wait (default 8)\n"
-	  "  --small SIZE     a live pass under SIZE bytes is the last (default 64M)\n" TARGET_HELP EXIT_HELP,
+	  "  --small SIZE     a live pass under SIZE bytes is the last (default 64M)\n"
+	  "  --small-seconds SEC\n"
+	  "                   a live pass that took under SEC seconds is the last\n"
+	  "                   (default 5; 0.5 is half a second)\n" TARGET_HELP EXIT_HELP,
 	  CLI_OPTS_TARGET | CLI_OPT_VIA | CLI_OPT_NODE | CLI_OPT_FINAL_NOW | CLI_OPT_TIMEOUT | CLI_OPT_PASSES |
-		  CLI_OPT_SMALL,
+		  CLI_OPT_SMALL | CLI_OPT_SMALL_SECONDS,
 	  1, 1, cmd_volume_move, true },
 	{ "partition adopt", "UUID|LABEL",
 	  "Lets a partition that appeared after the plugin started (served read-only,\n"
@@ -375,6 +384,7 @@ static const CliOptionDef option_defs[] = {
 	{ "timeout", CLI_OPT_TIMEOUT, offsetof(CliArgs, timeout) },
 	{ "passes", CLI_OPT_PASSES, offsetof(CliArgs, passes) },
 	{ "small", CLI_OPT_SMALL, offsetof(CliArgs, small) },
+	{ "small-seconds", CLI_OPT_SMALL_SECONDS, offsetof(CliArgs, small_seconds) },
 };
 
 /* One pass over every option of every command; the words that are not options end up in a->args. */

@@ -39,6 +39,7 @@ typedef enum CliOption {
 	CLI_OPT_TIMEOUT = 1u << 22,   /* volume move: the wait for an unmount */
 	CLI_OPT_PASSES = 1u << 23,    /* volume move: live passes at most */
 	CLI_OPT_SMALL = 1u << 24,     /* volume move: a live pass this small is the last */
+	CLI_OPT_SMALL_SECONDS = 1u << 25, /* volume move: a live pass this short is the last */
 	/* Every command that talks to the plugin takes these. */
 	CLI_OPTS_TARGET = CLI_OPT_JSON | CLI_OPT_PLUGIN | CLI_OPT_SOCKET,
 } CliOption;
@@ -53,6 +54,7 @@ typedef struct CliArgs {
 	const char *from;                                           /* volume send: the base snapshot */
 	const char *compress;                                       /* volume export */
 	const char *via, *node, *timeout, *passes, *small;          /* volume move */
+	const char *small_seconds;                                  /* volume move */
 	const char *o[64];                                          /* volume import: -o KEY=VALUE */
 	int n_o;
 	char **args; /* the words that are not options, in order: the command, then its arguments */

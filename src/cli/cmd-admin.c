@@ -577,18 +577,6 @@ int cmd_volume_forget(const CliArgs *a, char **args, int n)
 
 /* ---- volume release ---- */
 
-static bool container_running(const json_t *c)
-{
-	const char *s = str(c, "State");
-	return !s || streq(s, "running") || streq(s, "paused") || streq(s, "restarting") || streq(s, "removing");
-}
-
-static const char *container_name(const json_t *c)
-{
-	const char *n = json_string_value(json_array_get(json_object_get(c, "Names"), 0));
-	return n ? (n[0] == '/' ? n + 1 : n) : str(c, "Id");
-}
-
 int cmd_volume_release(const CliArgs *a, char **args, int n)
 {
 	_cleanup_(admin_target_done) AdminTarget t = { 0 };
@@ -614,10 +602,10 @@ int cmd_volume_release(const CliArgs *a, char **args, int n)
 		return cli_fail(a, "cannot ask Docker whether a container uses %s: %s. release needs Docker's answer; "
 			       "nothing was changed", name, err ? err : errno_str(r));
 	json_array_foreach(containers, i, c) {
-		if (container_running(c))
+		if (docker_container_running(c))
 			return cli_fail(a, "container %s (%s) uses volume %s; stop it first (nothing was changed)",
-					container_name(c), str(c, "State") ? str(c, "State") : "?", name);
-		json_array_append_new(stopped, json_string(container_name(c)));
+					docker_container_name(c), str(c, "State") ? str(c, "State") : "?", name);
+		json_array_append_new(stopped, json_string(docker_container_name(c)));
 	}
 
 	/*
@@ -760,6 +748,10 @@ int cmd_volume_snapshots(const CliArgs *a, char **args, int n)
 		table_free(t);
 	}
 	printf("(COST: the bytes the volume no longer shares with the snapshot: what removing it frees)\n");
+	json_array_foreach(json_object_get(j, "snapshots"), i, s)
+		if (json_is_true(json_object_get(s, "by_move")))
+			printf("(%s: taken by a move, the base of the next one; it goes with the volume when the volume is "
+			       "removed)\n", str(s, "name"));
 	return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILURE;
 }
 

@@ -105,6 +105,9 @@ static char *header_json(const char *name, const char *snap, const Bound *s2, co
 		      (int)SEND_STREAM_VERSION, "volume", name, "snapshot", snap, "snapshot_id", str(s2->open, "id"),
 		      "base_snapshot", from, "base_id", s1 ? str(s1->open, "id") : NULL, "options",
 		      json_is_object(opts) ? opts : json_object(), "sent_at", (json_int_t)time(NULL));
+	/* A move's snapshot is one on the other side too: a Remove there takes it along. */
+	if (h && json_is_true(json_object_get(s2->open, "by_move")))
+		json_object_set_new(h, "by_move", json_true());
 	return h ? json_dumps(h, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 }
 
@@ -182,6 +185,7 @@ typedef struct Header {
 	json_t *j;
 	const char *snapshot, *id, *base;
 	json_t *options;
+	bool by_move;
 } Header;
 
 static int parse_header(const CliArgs *a, const char *text, Header *h)
@@ -200,8 +204,11 @@ static int parse_header(const CliArgs *a, const char *text, Header *h)
 	h->base = json_is_string(base) ? json_string_value(base) : NULL;
 	h->options = json_object_get(h->j, "options");
 	if (!h->snapshot || !volume_name_is_valid(h->snapshot) || !h->id || !snapshot_id_is_valid(h->id) ||
-	    !(json_is_null(base) || !base || (h->base && snapshot_id_is_valid(h->base))) || !json_is_object(h->options))
-		return cli_fail(a, "the stream's header has an invalid snapshot name, snapshot ID, base ID or options");
+	    !(json_is_null(base) || !base || (h->base && snapshot_id_is_valid(h->base))) || !json_is_object(h->options) ||
+	    (json_object_get(h->j, "by_move") && !json_is_boolean(json_object_get(h->j, "by_move"))))
+		return cli_fail(a, "the stream's header has an invalid snapshot name, snapshot ID, base ID, options or "
+				"by_move");
+	h->by_move = json_is_true(json_object_get(h->j, "by_move"));
 	json_object_foreach(h->options, k, v)
 		if (!json_is_string(v))
 			return cli_fail(a, "the stream's header has an option '%.64s' that is not a string", k);
@@ -292,6 +299,7 @@ int receive_pass(const CliArgs *a, const char *name, const json_t *over, int in,
 	json_object_set(fin, "Options", opts);
 	json_object_set_new(fin, "Snapshot", json_string(h.snapshot));
 	json_object_set_new(fin, "Id", json_string(h.id));
+	json_object_set_new(fin, "ByMove", json_boolean(h.by_move));
 	rc = cmd_admin_call(a, &t, ADMIN_PATH_VOLUME_RECEIVE_COMMIT, fin, &done);
 	ret->records = st.records;
 	ret->data_bytes = st.data_bytes;

@@ -186,6 +186,18 @@ int docker_containers_using(const char *volume, json_t **ret, char **reterr_msg)
 	return 0;
 }
 
+bool docker_container_running(const json_t *c)
+{
+	const char *s = json_string_value(json_object_get(c, "State"));
+	return !s || streq(s, "running") || streq(s, "paused") || streq(s, "restarting") || streq(s, "removing");
+}
+
+const char *docker_container_name(const json_t *c)
+{
+	const char *n = json_string_value(json_array_get(json_object_get(c, "Names"), 0));
+	return n ? (n[0] == '/' ? n + 1 : n) : json_string_value(json_object_get(c, "Id"));
+}
+
 int docker_root_dir(char **ret, char **reterr_msg)
 {
 	_cleanup_(json_decrefp) json_t *j = NULL;

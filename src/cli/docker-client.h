@@ -41,6 +41,11 @@ int docker_nvmevol_plugins(DockerPlugin **ret, size_t *ret_n, char **reterr_msg)
 /* Containers (running or not) that reference volume @name: the array of GET /containers/json. */
 int docker_containers_using(const char *volume, json_t **ret, char **reterr_msg);
 
+/* Pure, on one element of that array: whether it holds its mounts (running, paused, restarting, removing). */
+bool docker_container_running(const json_t *c);
+/* Pure: its name without the leading '/', else its ID. */
+const char *docker_container_name(const json_t *c);
+
 /* Docker's data root (DockerRootDir of GET /info). */
 int docker_root_dir(char **ret, char **reterr_msg);
 

@@ -186,6 +186,17 @@ static int parse_token(json_t *j, char **ret, unsigned *ret_status, char **reter
 	return *ret ? 0 : -ENOMEM;
 }
 
+/* "ByMove": optional, a boolean. */
+static int parse_by_move(json_t *j, bool *ret, unsigned *ret_status, char **reterr_msg)
+{
+	json_t *f = json_object_get(j, "ByMove");
+
+	if (f && !json_is_boolean(f))
+		return refuse(400, ret_status, reterr_msg, -EINVAL, "'ByMove' must be true or false");
+	*ret = json_is_true(f);
+	return 0;
+}
+
 /* "Snapshot": a name as a volume's; required unless @optional. */
 static int parse_snapshot(json_t *j, bool optional, char **ret, unsigned *ret_status, char **reterr_msg)
 {
@@ -303,6 +314,8 @@ int admin_request_parse(const char *method, const char *path, const char *body, 
 	case ADMIN_VOLUME_EXPORT_OPEN:
 		r = parse_snapshot(j, req.endpoint == ADMIN_VOLUME_SNAPSHOT || req.endpoint == ADMIN_VOLUME_EXPORT_OPEN,
 				   &req.snapshot, ret_status, reterr_msg);
+		if (r == 0 && req.endpoint == ADMIN_VOLUME_SNAPSHOT)
+			r = parse_by_move(j, &req.by_move, ret_status, reterr_msg);
 		break;
 	case ADMIN_VOLUME_EXPORT_CLOSE:
 		r = parse_token(j, &req.token, ret_status, reterr_msg);
@@ -349,6 +362,8 @@ int admin_request_parse(const char *method, const char *path, const char *body, 
 				r = parse_snapshot(j, false, &req.snapshot, ret_status, reterr_msg);
 			if (r == 0)
 				r = parse_id(j, "Id", false, &req.id, ret_status, reterr_msg);
+			if (r == 0)
+				r = parse_by_move(j, &req.by_move, ret_status, reterr_msg);
 		}
 		break;
 	case ADMIN_PARTITION_ADOPT:
@@ -546,7 +561,7 @@ static void dispatch(Admin *a, const AdminRequest *req, json_t **ret, char **ret
 		r = import_entries(a, req->entries, ret);
 		break;
 	case ADMIN_VOLUME_SNAPSHOT:
-		r = manager_snapshot_create(a->manager, req->name, req->snapshot, ret, reterr_msg);
+		r = manager_snapshot_create(a->manager, req->name, req->snapshot, req->by_move, ret, reterr_msg);
 		break;
 	case ADMIN_VOLUME_SNAPSHOTS:
 		r = manager_snapshot_list(a->manager, req->name, ret, reterr_msg);
@@ -591,7 +606,7 @@ static void dispatch(Admin *a, const AdminRequest *req, json_t **ret, char **ret
 		break;
 	case ADMIN_VOLUME_RECEIVE_COMMIT:
 		r = manager_receive_commit(a->manager, req->name, req->token, req->partition, req->base, req->options,
-					   req->snapshot, req->id, ret, reterr_msg);
+					   req->snapshot, req->id, req->by_move, ret, reterr_msg);
 		break;
 	case ADMIN_VOLUME_RECEIVE_ABORT:
 		r = manager_receive_abort(a->manager, req->name, req->token, req->partition, req->base, ret, reterr_msg);

@@ -15,7 +15,7 @@
  *   /Admin.VolumeRelease   {"Name","Expect":{mount ID: count}}
  *   /Admin.PartitionAdopt  {"Partition": label or UUID}
  *   /Admin.StateImport     {"Entries":[{"Name","Record"}...]}  index entries of an older state directory
- *   /Admin.VolumeSnapshot  {"Name","Snapshot"?}                take one (named by the time if not given)
+ *   /Admin.VolumeSnapshot  {"Name","Snapshot"?,"ByMove"?}      take one (named by the time if not given)
  *   /Admin.VolumeSnapshots {"Name"}                            list, with each one's cost measured now
  *   /Admin.VolumeSnapshotRemove {"Name","Snapshot"}
  *   /Admin.VolumeRollback  {"Name","Snapshot"}                 only while the volume is not in use
@@ -90,6 +90,7 @@ typedef struct AdminRequest {
 	json_t *options; /* object of strings (volume import), NULL if not given */
 	char *base;      /* receive: the base snapshot's ID (NULL: a full stream) */
 	char *id;        /* receive commit: the stream's snapshot ID */
+	bool by_move;    /* snapshot, receive commit: "ByMove" (the snapshot is a move's) */
 } AdminRequest;
 
 void admin_request_done(AdminRequest *req);

@@ -161,11 +161,10 @@ int manager_import_commit(Manager *m, const char *name, const char *token, const
 	(void)bind_unmount(m->binds, mnt);
 	r = parse_options(options, &opts, reterr_msg);
 	if (r == 0) {
-		/* Where the stream was written: the copy shares its blocks. */
-		snprintf(opts.partition, sizeof(opts.partition), "%s", uuid);
+		/* Placed where the stream was written (the copy shares its blocks), without pinning it there. */
 		dfd = openat(fs->imports_fd, token, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		r = dfd < 0 ? errmsg_set(reterr_msg, negative_errno(), "cannot open the import: %s", errno_str(errno))
-			    : manager_create_filled(m, name, &opts, dfd, reterr_msg);
+			    : manager_create_filled(m, name, &opts, uuid, dfd, reterr_msg);
 	}
 	discard(m, fs, uuid, token);
 	partition_fs_put(fs);

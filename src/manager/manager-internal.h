@@ -167,7 +167,12 @@ void manager_clone_add_status(Volume *v, json_t *status);
 /* manager.c: the partition for a new volume with @o (its partition=, or placement); NULL and an Err if none. */
 Partition *manager_choose_partition(Manager *m, const VolumeOptions *o, char **reterr_msg);
 /* manager.c: Create of @name on the partition @opts names, filled from the directory @from_fd (an import). */
-int manager_create_filled(Manager *m, const char *name, const VolumeOptions *opts, int from_fd, char **reterr_msg);
+/*
+ * Create of a volume filled from @from_fd (an import), placed on partition @place_uuid (where @from_fd
+ * is); its record keeps @opts, so partition= only when it was asked for.
+ */
+int manager_create_filled(Manager *m, const char *name, const VolumeOptions *opts, const char *place_uuid,
+			  int from_fd, char **reterr_msg);
 
 /* manager-snapshot.c: loads @v's snapshots from @fs; with @recover (start-up) settles what a crash interrupted. */
 void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover);
@@ -175,6 +180,8 @@ void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover)
 void manager_snapshot_add_status(Volume *v, json_t *status);
 /* Remove: -EBUSY and an Err naming them while @v has snapshots (op_lock held). */
 int manager_snapshot_check_remove(Volume *v, char **reterr_msg);
+/* Removes the snapshots a move made (op_lock held): a Remove of the volume takes them along. */
+int manager_snapshot_remove_by_move(Manager *m, Volume *v, char **reterr_msg);
 /* For receive (manager-receive.c), op_lock held: @v's partition, writable; an Err if not. */
 PartitionFs *manager_snapshot_writable_fs(Manager *m, Volume *v, const char *what, char **reterr_msg);
 /* Moves @name of @dirfd to the trash and queues it. */
@@ -183,7 +190,8 @@ int manager_snapshot_discard_dir(Manager *m, Volume *v, PartitionFs *fs, int dir
 int manager_snapshot_build_copy(Manager *m, Volume *v, PartitionFs *fs, const VolumeSnapshot *s, const char *dir,
 				char **reterr_msg);
 /* Takes snapshot @snap of @v (the frozen path) with ID @id (NULL: a new one). */
-int manager_snapshot_take_locked(Manager *m, Volume *v, const char *snap, const char *id, char **reterr_msg);
+int manager_snapshot_take_locked(Manager *m, Volume *v, const char *snap, const char *id, bool by_move,
+				 char **reterr_msg);
 /* @v's snapshot with ID @id, or NULL (borrowed; op_lock held). */
 VolumeSnapshot *manager_snapshot_find_id(Volume *v, const char *id);
 /* manager-receive.c: start-up deletes what interrupted receives left in snapshots/<volume>/ (@vol_fd). */

@@ -34,6 +34,7 @@
 
 typedef struct RecvArgs {
 	const char *base, *token, *snap, *id;
+	bool by_move;
 	json_t *result;
 } RecvArgs;
 
@@ -222,7 +223,7 @@ static int commit_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	{
 		_cleanup_free_ char *why = NULL;
 
-		r = manager_snapshot_take_locked(m, v, a->snap, a->id, &why);
+		r = manager_snapshot_take_locked(m, v, a->snap, a->id, a->by_move, &why);
 		if (r < 0) {
 			r = errmsg_set(reterr_msg, r, "volume %s has the received state, but its snapshot %s could not be "
 				       "taken (a later incremental stream from it will be refused; send a full one then): %s",
@@ -243,14 +244,14 @@ static int snap_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 {
 	RecvArgs *a = userdata;
 
-	return manager_snapshot_take_locked(m, v, a->snap, a->id, reterr_msg);
+	return manager_snapshot_take_locked(m, v, a->snap, a->id, a->by_move, reterr_msg);
 }
 
 int manager_receive_commit(Manager *m, const char *name, const char *token, const char *uuid, const char *base,
-			   const json_t *options, const char *snap, const char *id, json_t **ret_result,
+			   const json_t *options, const char *snap, const char *id, bool by_move, json_t **ret_result,
 			   char **reterr_msg)
 {
-	RecvArgs a = { .base = base, .token = token, .snap = snap, .id = id };
+	RecvArgs a = { .base = base, .token = token, .snap = snap, .id = id, .by_move = by_move };
 	json_t *done = NULL;
 	int r;
 

@@ -58,6 +58,7 @@ typedef struct SnapArgs {
 	const char *token; /* export close */
 	bool temporary;    /* take: for an export */
 	const char *id;    /* take: the sender's ID (receive); NULL: a new random one */
+	bool by_move;      /* take: for a move (snapshot.h) */
 	json_t *result;
 } SnapArgs;
 
@@ -88,6 +89,8 @@ static json_t *snap_json(const VolumeSnapshot *s)
 	}
 	if (s->temporary)
 		json_object_set_new(j, "temporary", json_true());
+	if (s->by_move)
+		json_object_set_new(j, "by_move", json_true());
 	if (s->id[0])
 		json_object_set_new(j, "id", json_string(s->id));
 	if (s->data_missing)
@@ -112,18 +115,26 @@ int manager_snapshot_check_remove(Volume *v, char **reterr_msg)
 {
 	char names[512] = "";
 	size_t len = 0;
+	unsigned kept = 0;
 
-	if (v->n_snaps == 0)
+	/* A move's snapshots go with the volume (manager_snapshot_remove_by_move); a user's are refused. */
+	for (size_t i = 0; i < v->n_snaps; i++) {
+		if (v->snaps[i].by_move)
+			continue;
+		if (len + 4 < sizeof(names))
+			len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", kept ? ", " : "",
+						v->snaps[i].name);
+		kept++;
+	}
+	if (kept == 0)
 		return 0;
-	for (size_t i = 0; i < v->n_snaps && len + 4 < sizeof(names); i++)
-		len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "", v->snaps[i].name);
 	if (len >= sizeof(names))
 		strcpy(names + sizeof(names) - 4, "...");
 	return errmsg_set(reterr_msg, -EBUSY,
-			  "volume %s has %u snapshot(s): %s. A remove never deletes snapshots (they may be the only "
-			  "copy of what is being removed): remove each with 'nvmevol volume snapshot-rm %s SNAPSHOT' "
-			  "first, or export it first",
-			  v->name, v->n_snaps, names, v->name);
+			  "volume %s has %u snapshot(s): %s. A remove never deletes the snapshots you took (they may "
+			  "be the only copy of what is being removed): remove each with 'nvmevol volume snapshot-rm %s "
+			  "SNAPSHOT' first, or export it first",
+			  v->name, kept, names, v->name);
 }
 
 /* The partition of @v, present, verified and writable; an Err if not. */
@@ -367,6 +378,7 @@ static int create_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	else
 		default_name(s.name, sizeof(s.name), v);
 	s.temporary = a->temporary;
+	s.by_move = a->by_move;
 	if (a->id)
 		snprintf(s.id, sizeof(s.id), "%s", a->id);
 	else {
@@ -409,9 +421,10 @@ static int create_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	return a->result ? 0 : -ENOMEM;
 }
 
-int manager_snapshot_create(Manager *m, const char *name, const char *snap, json_t **ret_result, char **reterr_msg)
+int manager_snapshot_create(Manager *m, const char *name, const char *snap, bool by_move, json_t **ret_result,
+			    char **reterr_msg)
 {
-	SnapArgs a = { .snap = snap };
+	SnapArgs a = { .snap = snap, .by_move = by_move };
 	int r;
 
 	if (snap && !volume_name_is_valid(snap))
@@ -643,6 +656,27 @@ int manager_snapshot_remove(Manager *m, const char *name, const char *snap, json
 	return run_on_snapshot(m, name, snap, remove_fn, ret_result, reterr_msg);
 }
 
+int manager_snapshot_remove_by_move(Manager *m, Volume *v, char **reterr_msg)
+{
+	for (;;) {
+		char name[VOLUME_NAME_MAX + 1] = "";
+		SnapArgs a = { .snap = name };
+		int r;
+
+		/* A copy of the name: the removal replaces v->snaps. */
+		for (size_t i = 0; !name[0] && i < v->n_snaps; i++)
+			if (v->snaps[i].by_move)
+				snprintf(name, sizeof(name), "%s", v->snaps[i].name);
+		if (!name[0])
+			return 0;
+		/* Each one its own commit point (remove_fn): a crash between two leaves the volume with fewer. */
+		r = remove_fn(m, v, &a, reterr_msg);
+		json_decref(a.result);
+		if (r < 0)
+			return r;
+	}
+}
+
 /* ---- rollback ---- */
 
 /* Builds the snapshot's copy in snapshots/<volume>/@dir, in the volume's project. */
@@ -700,9 +734,10 @@ int manager_snapshot_build_copy(Manager *m, Volume *v, PartitionFs *fs, const Vo
 	return r;
 }
 
-int manager_snapshot_take_locked(Manager *m, Volume *v, const char *snap, const char *id, char **reterr_msg)
+int manager_snapshot_take_locked(Manager *m, Volume *v, const char *snap, const char *id, bool by_move,
+				 char **reterr_msg)
 {
-	SnapArgs a = { .snap = snap, .id = id };
+	SnapArgs a = { .snap = snap, .id = id, .by_move = by_move };
 	int r = create_fn(m, v, &a, reterr_msg);
 
 	json_decref(a.result);
@@ -878,6 +913,8 @@ static int export_open_fn(Manager *m, Volume *v, void *userdata, char **reterr_m
 	a->result = json_pack("{s:s,s:s,s:b,s:s,s:s,s:s,s:s,s:o}", "volume", v->name, "snapshot", e.snapshot,
 			      "temporary", e.temporary, "token", e.token, "mount", mnt, "propagated_mount",
 			      m->cfg->propagated_mount, "id", s->id, "options", volume_options_to_json(v->opts));
+	if (a->result && s->by_move)
+		json_object_set_new(a->result, "by_move", json_true());
 	if (a->result && manager_bound_identity(a->result, src) < 0) {
 		json_decref(a->result);
 		a->result = NULL;

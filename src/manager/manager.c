@@ -326,8 +326,9 @@ rollback:
 	return r;
 }
 
+/* @stored: the options the record keeps when they differ from @opts (a filled create's placement), else NULL. */
 static int create_locked(Manager *m, const char *name, const VolumeOptions *opts, const CloneRequest *clone,
-			 int from_fd, char **reterr_msg)
+			 int from_fd, const VolumeOptions *stored, char **reterr_msg)
 {
 	_cleanup_(volume_unrefp) Volume *existing = NULL, *v = NULL;
 	_cleanup_(manager_clone_prep_done) ClonePrep prep = { .from_fd = -EBADF };
@@ -405,7 +406,7 @@ static int create_locked(Manager *m, const char *name, const VolumeOptions *opts
 		goto out;
 	}
 	v->state = VOLUME_READY;
-	if (volume_set_options(v, opts) < 0) {
+	if (volume_set_options(v, stored ? stored : opts) < 0) {
 		r = errmsg_set(reterr_msg, -ENOMEM, "out of memory");
 		goto out;
 	}
@@ -431,19 +432,23 @@ int manager_create(Manager *m, const char *name, const VolumeOptions *opts, cons
 	if (!volume_name_is_valid(name))
 		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
 	pthread_mutex_lock(&m->create_lock);
-	r = create_locked(m, name, opts, clone, -EBADF, reterr_msg);
+	r = create_locked(m, name, opts, clone, -EBADF, NULL, reterr_msg);
 	pthread_mutex_unlock(&m->create_lock);
 	return r;
 }
 
-int manager_create_filled(Manager *m, const char *name, const VolumeOptions *opts, int from_fd, char **reterr_msg)
+int manager_create_filled(Manager *m, const char *name, const VolumeOptions *opts, const char *place_uuid,
+			  int from_fd, char **reterr_msg)
 {
+	VolumeOptions placed = *opts;
 	int r;
 
 	if (!volume_name_is_valid(name))
 		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
+	/* Placed where @from_fd is (its blocks are shared); the record keeps partition= only if it was asked. */
+	snprintf(placed.partition, sizeof(placed.partition), "%s", place_uuid);
 	pthread_mutex_lock(&m->create_lock);
-	r = create_locked(m, name, opts, NULL, from_fd, reterr_msg);
+	r = create_locked(m, name, &placed, NULL, from_fd, opts->partition[0] ? NULL : opts, reterr_msg);
 	pthread_mutex_unlock(&m->create_lock);
 	return r;
 }
@@ -565,6 +570,10 @@ static int remove_locked(Manager *m, Volume *v, char **reterr_msg)
 		r = 0;
 		goto out;
 	}
+	/* Only a move's snapshots are left (checked above): they go first, each removed whole. */
+	r = manager_snapshot_remove_by_move(m, v, reterr_msg);
+	if (r < 0)
+		goto out;
 
 	/*
 	 * Order: index entry "removing", record, directory, index entry. Deleting

@@ -113,7 +113,8 @@ int manager_release(Manager *m, const char *name, const json_t *expect, json_t *
  * 20261201T174500Z). Each takes the volume's op_lock. Rollback is refused
  * while the volume is known to be in use.
  */
-int manager_snapshot_create(Manager *m, const char *name, const char *snap, json_t **ret_result, char **reterr_msg);
+int manager_snapshot_create(Manager *m, const char *name, const char *snap, bool by_move, json_t **ret_result,
+			    char **reterr_msg);
 /* {"volume","snapshots":[...]} with each one's cost measured now (bounded in time). */
 int manager_snapshot_list(Manager *m, const char *name, json_t **ret_result, char **reterr_msg);
 int manager_snapshot_remove(Manager *m, const char *name, const char *snap, json_t **ret_result, char **reterr_msg);
@@ -151,7 +152,7 @@ int manager_import_abort(Manager *m, const char *name, const char *token, const 
 int manager_receive_open(Manager *m, const char *name, const char *base, const json_t *options, json_t **ret_result,
 			 char **reterr_msg);
 int manager_receive_commit(Manager *m, const char *name, const char *token, const char *uuid, const char *base,
-			   const json_t *options, const char *snap, const char *id, json_t **ret_result,
+			   const json_t *options, const char *snap, const char *id, bool by_move, json_t **ret_result,
 			   char **reterr_msg);
 int manager_receive_abort(Manager *m, const char *name, const char *token, const char *uuid, const char *base,
 			  json_t **ret_result, char **reterr_msg);

@@ -29,7 +29,7 @@ int nodepin_check(const char *volume, const char *pinned, const char *here, char
 			  "volume %s is pinned to node %s (option node=%s) and this is node %s: nvmevol does not create "
 			  "it here, where it would start empty while its data is on %s. Run the task on %s: add the "
 			  "placement constraint node.hostname==%s, or make %s available again (docker node update "
-			  "--availability active %s). To move the volume, copy its data from %s into a volume created "
-			  "here with node=%s (examples/swarm/README.md)",
-			  volume, pinned, pinned, here, pinned, pinned, pinned, pinned, pinned, pinned, here);
+			  "--availability active %s). To move the volume here, run 'nvmevol volume move %s --via CMD' "
+			  "on %s, CMD reaching %s (examples/swarm/README.md)",
+			  volume, pinned, pinned, here, pinned, pinned, pinned, pinned, pinned, volume, pinned, here);
 }

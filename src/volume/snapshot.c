@@ -39,7 +39,8 @@ char *snapshot_record_dump(const char *volume, const VolumeSnapshot *s)
 		      (json_int_t)s->entries, "bytes", (json_int_t)s->bytes, "temporary", s->temporary);
 	if (!j)
 		return NULL;
-	if (s->id[0] && json_object_set_new(j, "id", json_string(s->id)) < 0) {
+	if ((s->id[0] && json_object_set_new(j, "id", json_string(s->id)) < 0) ||
+	    (s->by_move && json_object_set_new(j, "by_move", json_true()) < 0)) {
 		json_decref(j);
 		return NULL;
 	}
@@ -81,10 +82,11 @@ int snapshot_record_parse(const char *buf, size_t len, const char *volume, Volum
 	j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!j)
 		return errmsg_set(reterr_msg, -EUCLEAN, "not valid JSON: %s", jerr.text);
-	/* "id" since send/receive: a record without one is an older nvmevol's. */
+	/* "id" since send/receive, "by_move" (only true) since move: a record without them is an older nvmevol's. */
 	x = json_object_get(j, "id");
-	if (!json_is_object(j) || json_object_size(j) != (x ? 12u : 11u) ||
-	    (x && !(json_is_string(x) && snapshot_id_is_valid(json_string_value(x))))) {
+	if (!json_is_object(j) || json_object_size(j) != 11u + !!x + !!json_object_get(j, "by_move") ||
+	    (x && !(json_is_string(x) && snapshot_id_is_valid(json_string_value(x)))) ||
+	    (json_object_get(j, "by_move") && !json_is_true(json_object_get(j, "by_move")))) {
 		errmsg_set(reterr_msg, r, "not a snapshot record");
 		goto out;
 	}
@@ -133,6 +135,7 @@ int snapshot_record_parse(const char *buf, size_t len, const char *volume, Volum
 	x = json_object_get(j, "id");
 	if (x)
 		snprintf(s.id, sizeof(s.id), "%s", json_string_value(x));
+	s.by_move = json_is_true(json_object_get(j, "by_move"));
 	*ret = s;
 	r = 0;
 out:

@@ -52,6 +52,12 @@ typedef struct VolumeSnapshot {
 	 * names its base by it. "" for a snapshot of an older nvmevol.
 	 */
 	char id[SNAPSHOT_ID_LEN + 1];
+	/*
+	 * Taken by `volume move` (or received from one): the base of its next
+	 * pass, not a copy a user asked to keep, so a Remove of the volume takes
+	 * it along. "by_move": true in the record; absent for the others.
+	 */
+	bool by_move;
 
 	/* Runtime: the last measure of its cost (manager-snapshot.c). */
 	bool data_missing;      /* committed, but its data directory is gone */

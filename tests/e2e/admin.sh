@@ -222,6 +222,17 @@ scenario_release() {
         e2e_match "... and names the container" 'container e2e-adm-rel \(running\) uses volume pgdata' "$E2E_LAST_OUTPUT"
     fi
     e2e_eq "... and changed nothing" 1 "$(mount_count pgdata)"
+    # volume move asks Docker the same question: --final-now refuses, naming the container (the
+    # other node is never reached: --node given, and the refusal comes first).
+    if e2e_check_fails "volume move --final-now refuses while a container uses the volume" \
+            "$NV" volume move pgdata --via /bin/false --node nowhere --final-now; then
+        e2e_match "... and names the container Docker reports" \
+            'volume pgdata is in use by container\(s\) e2e-adm-rel \(1 mount\(s\)\), and --final-now was given' \
+            "$E2E_LAST_OUTPUT"
+    fi
+    e2e_eq "... in --json too" '["e2e-adm-rel"] 1' \
+        "$("$NV" volume move pgdata --via /bin/false --node nowhere --final-now --json 2>/dev/null |
+           jq -c '.holders.containers, .holders.mount_count' | tr '\n' ' ' | sed 's/ $//')"
     docker rm -f e2e-adm-rel >/dev/null
 
     local prop holder

@@ -10,7 +10,7 @@
 
 #include "helpers/treefill.h"
 
-void tree_put(const char *dir, const char *rel, const char *data)
+void tree_put_bytes(const char *dir, const char *rel, const void *data, size_t len)
 {
 	char path[1024];
 	int fd;
@@ -18,8 +18,14 @@ void tree_put(const char *dir, const char *rel, const char *data)
 	snprintf(path, sizeof(path), "%s/%s", dir, rel);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0640);
 	cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
-	cr_assert_eq(write(fd, data, strlen(data)), (ssize_t)strlen(data));
+	cr_assert_eq(write(fd, data, len), (ssize_t)len);
+	cr_assert_eq(fsync(fd), 0);
 	close(fd);
+}
+
+void tree_put(const char *dir, const char *rel, const char *data)
+{
+	tree_put_bytes(dir, rel, data, strlen(data));
 }
 
 void tree_fill_sample(const char *dir)

@@ -12,6 +12,17 @@ with the files the volume had, or not listed and gone from the partition. The da
 guardian (NVMEVOL_TEST_FREEZE_NO_GUARDIAN=1, as PID 1 of a plugin), so a kill while
 frozen leaves the partition frozen and the restart must thaw it.
 
+--ops recvfull,recvincr,move (a run of its own: the command's operations) kill the daemon at
+every mutating syscall it makes while `nvmevol volume receive` applies a full stream and an
+incremental one (prepared once from another volume), and while `nvmevol volume move` moves an
+idle volume to a second daemon (its fence, final pass and clean-up). After the restart a
+received volume is absent or as before, or holds the stream's files; its snapshot is listed
+only with them (a volume committed without its snapshot is counted: the next incremental is
+refused with an Err naming a full stream). A moved volume is unchanged on the source, which is
+either unfenced and serves a Mount, or fenced and refuses it naming the other node (never
+stale data served); the other node's copy is absent or whole; then the move run again finishes
+(continuing from what the other node holds) and leaves the source fenced and the copy served.
+
 For each operation: count its syscalls once (strace -c), then for each syscall s
 and each n <= count, bring the volume to the operation's precondition through
 the API and write fresh data into it, attach strace with the injection, send the
@@ -65,10 +76,21 @@ OPS = {
     "fence": ("/Admin.VolumeFence", {"Name": NAME, "Host": "cpnode2"}),
     # The partition is the one that holds the volume at the time (send() fills it in): two partitions.
     "evacuate": ("/Admin.PartitionEvacuate", {}),
+    # The command runs them (send() starts it): every daemon call of a receive of a full stream, of
+    # an incremental one, and of a move of an idle volume (its fence, final pass and what follows).
+    "recvfull": None,
+    "recvincr": None,
+    "move": None,
 }
 ADMIN_OPS = {"snapshot", "fence", "evacuate"}   # served on the admin socket
+COMMAND_OPS = {"recvfull", "recvincr", "move"}  # `nvmevol volume receive` / `volume move` against the daemon
 TWO_PARTITION_OPS = {"evacuate"}
-DEFAULT_OPS = [op for op in OPS if op not in ("fence", "evacuate")]   # those two: their own run (run-all.sh)
+# Their own runs (run-all.sh): fence and evacuate on two partitions, the command's on streams and a second daemon.
+DEFAULT_OPS = [op for op in OPS if op not in ("fence", "evacuate") and op not in COMMAND_OPS]
+RECV = "cprecv"      # the volume a receive makes or updates
+STREAM_SRC = "cpsend"   # the volume the streams are sent from
+NODE2 = "cpnode2"    # the other node of a move: a second daemon
+COMMAND_TIMEOUT = 60
 SNAP = "cps"
 CLONE_OPS = {"clone": False, "clonelive": True}   # op: the source is mounted
 source_files = {}
@@ -111,7 +133,135 @@ def partition_of(tb, name):
     return os.path.basename(os.path.dirname(os.path.dirname(os.path.dirname(d)))) if d else None
 
 
+class Streams:
+    """A full stream (snapshot r1 of STREAM_SRC) and an incremental one (r2 since r1) in files, the files
+    each snapshot holds, and a second daemon for a move (its `--via` wrapper)."""
+    full = incr = via = None
+    r1 = r2 = None
+    tb2 = None
+
+
+def command(tb, args, stdin=None, timeout=COMMAND_TIMEOUT, admin=None):
+    """`nvmevol ARGS --socket ADMIN` (the first daemon's by default): (exit status, stdout, stderr).
+    No Docker to ask (a move names the mount count then)."""
+    admin = admin or os.path.join(os.path.dirname(tb.sock), "nvmevol-admin.sock")
+    env = dict(os.environ, DOCKER_HOST="unix://%s/no-docker.sock" % tb.base)
+    p = subprocess.Popen([tb.binary] + args + ["--socket", admin], stdin=stdin, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # Where it waits, and where the daemon's threads are: the violation says it.
+        where = "command: %s; daemon: %s" % (waits(p.pid), waits(tb.pid) if tb.alive() else "not running")
+        p.kill()
+        p.communicate()
+        raise TimeoutError("`nvmevol %s` did not end in %.0f s (%s)" % (" ".join(args[:3]), timeout, where))
+    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def waits(pid):
+    """The kernel function each thread of @pid sleeps in (wchan), counted."""
+    seen = {}
+    for t in os.listdir("/proc/%d/task" % pid) if os.path.isdir("/proc/%d/task" % pid) else []:
+        try:
+            w = open("/proc/%d/task/%s/wchan" % (pid, t)).read().strip() or "running"
+        except OSError:
+            continue
+        seen[w] = seen.get(w, 0) + 1
+    return ", ".join("%s x%d" % kv for kv in sorted(seen.items())) or "?"
+
+
+def command_ok(tb, args, stdin=None, admin=None):
+    rc, out, err = command(tb, args, stdin, admin=admin)
+    if rc != 0:
+        raise ApiError("nvmevol %s -> %d %s" % (" ".join(args), rc, err.strip()[-300:]))
+    return out
+
+
+def snapshot_files(tb, name, snap):
+    for r in tb.fs_roots():
+        d = os.path.join(r, "nvmevol", "snapshots", name, "data", snap)
+        if os.path.isdir(d):
+            return files_below(d)
+    return None
+
+
+def prepare_streams(tb, ops):
+    """The streams for the receive points (sent once, without a point), the second daemon for a move."""
+    if {"recvfull", "recvincr"} & set(ops):
+        tb.ok("/VolumeDriver.Create", {"Name": STREAM_SRC, "Opts": OPTS})
+        d = tb.volume_dir(STREAM_SRC)
+        os.makedirs(os.path.join(d, "sub"))
+        for rel, content in (("data.bin", b"first\n" * 2000), ("sub/a", b"a"), ("gone", b"deleted in r2")):
+            with open(os.path.join(d, rel), "wb") as f:
+                f.write(content)
+        command_ok(tb, ["volume", "snapshot", STREAM_SRC, "r1"])
+        with open(os.path.join(d, "data.bin"), "r+b") as f:
+            f.write(b"SECOND")
+        os.unlink(os.path.join(d, "gone"))
+        with open(os.path.join(d, "sub", "new"), "wb") as f:
+            f.write(b"made in r2")
+        command_ok(tb, ["volume", "snapshot", STREAM_SRC, "r2"])
+        Streams.full, Streams.incr = os.path.join(tb.base, "full.stream"), os.path.join(tb.base, "incr.stream")
+        for path, extra in ((Streams.full, ["--snapshot", "r1"]), (Streams.incr, ["--snapshot", "r2", "--from", "r1"])):
+            with open(path, "wb") as f:
+                p = subprocess.run([tb.binary, "volume", "send", STREAM_SRC] + extra +
+                                   ["--socket", os.path.join(os.path.dirname(tb.sock), "nvmevol-admin.sock")],
+                                   stdout=f, stderr=subprocess.PIPE, timeout=COMMAND_TIMEOUT)
+                if p.returncode != 0:
+                    raise ApiError("volume send %s -> %s" % (extra, p.stderr.decode(errors="replace")))
+        Streams.r1, Streams.r2 = snapshot_files(tb, STREAM_SRC, "r1"), snapshot_files(tb, STREAM_SRC, "r2")
+    if "move" in ops:
+        Streams.tb2 = Testbed(nparts=1, tag="cpt2", binary=tb.binary, env={"NVMEVOL_SELFTEST": "off"})
+
+        def on_signal(sig, frame):   # the second testbed took the handlers: clean up both
+            Streams.tb2.cleanup()
+            tb.cleanup()
+            os._exit(128 + sig)
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, on_signal)
+        Streams.tb2.start()
+        Streams.via = os.path.join(tb.base, "node2")
+        with open(Streams.via, "w") as f:
+            f.write("#!/bin/sh\nshift\nexec '%s' \"$@\" --socket '%s'\n" %
+                    (tb.binary, os.path.join(os.path.dirname(Streams.tb2.sock), "nvmevol-admin.sock")))
+        os.chmod(Streams.via, 0o755)
+
+
+def remove_fully(tb, name):
+    """@name gone from @tb's daemon: unmounted, unfenced, its snapshots removed, removed."""
+    st, _ = tb.call("/VolumeDriver.Get", {"Name": name})
+    if st != 200:
+        return
+    for mid, n in VolumeView(tb, name).counts.items():
+        for _ in range(n):
+            tb.ok("/VolumeDriver.Unmount", {"Name": name, "ID": mid})
+    tb.admin_ok("/Admin.VolumeUnfence", {"Name": name})
+    for s in tb.admin_ok("/Admin.VolumeSnapshots", {"Name": name}).get("snapshots", []):
+        tb.admin_ok("/Admin.VolumeSnapshotRemove", {"Name": name, "Snapshot": s["name"]})
+    tb.ok("/VolumeDriver.Remove", {"Name": name})
+
+
+def receive(tb, path, timeout=COMMAND_TIMEOUT):
+    with open(path, "rb") as f:
+        return command(tb, ["volume", "receive", RECV], stdin=f, timeout=timeout)
+
+
+def run_command_op(tb, op, timeout):
+    """The command of @op; True when it exited 0."""
+    if op == "recvfull":
+        rc = receive(tb, Streams.full, timeout)[0]
+    elif op == "recvincr":
+        rc = receive(tb, Streams.incr, timeout)[0]
+    else:
+        rc = command(tb, ["volume", "move", NAME, "--via", Streams.via, "--node", NODE2], timeout=timeout)[0]
+    return rc == 0
+
+
 def send(tb, op, timeout):
+    if op in COMMAND_OPS:
+        ok = run_command_op(tb, op, max(timeout, COMMAND_TIMEOUT))
+        return (200, {}) if ok else (500, {"Err": "the command failed"})
     endpoint, body = OPS[op]
     if op == "evacuate":
         body = {"Partition": partition_of(tb, NAME)}
@@ -156,6 +306,20 @@ def precondition(tb, op):
     if op in CLONE_OPS:
         source_files.clear()
         source_files.update(ensure_clone_source(tb, OPTS, CLONE_OPS[op]))
+    if op in ("recvfull", "recvincr"):
+        remove_fully(tb, RECV)
+        if op == "recvfull":
+            return None
+        rc, _, err = receive(tb, Streams.full)
+        if rc != 0:
+            raise ApiError("the full stream's receive -> %d %s" % (rc, err.strip()[-300:]))
+        return Streams.r1
+    if op == "move":
+        remove_fully(Streams.tb2, NAME)
+        if exists(tb):
+            remove_fully(tb, NAME)
+        tb.ok("/VolumeDriver.Create", {"Name": NAME, "Opts": OPTS})
+        return write_data(tb)
     if op == "create" or op in CLONE_OPS:
         if exists(tb):
             unmount_all(tb)
@@ -180,8 +344,10 @@ def precondition(tb, op):
 
 
 def syscalls_of(op):
-    """A clone's ioctls are its FICLONE, FIFREEZE, FIEMAP and FITHAW: points too."""
-    return SYSCALLS + ["ioctl"] if op in CLONE_OPS or op in ("snapshot", "evacuate") else SYSCALLS
+    """A clone's ioctls are its FICLONE, FIFREEZE, FIEMAP and FITHAW: points too (a receive and a move
+    take snapshots)."""
+    return SYSCALLS + ["ioctl"] if op in CLONE_OPS or op in ("snapshot", "evacuate") or op in COMMAND_OPS \
+        else SYSCALLS
 
 
 def count_syscalls(tb, op):
@@ -194,14 +360,103 @@ def count_syscalls(tb, op):
     st.detach()
     counts = {}
     for c in st.events():
-        counts[c["name"]] = counts.get(c["name"], 0) + 1
+        # when=N counts per thread: a command's requests spread over threads reach the largest per-thread number.
+        counts[c["name"]] = max(counts.get(c["name"], 0), c["seq"]) if op in COMMAND_OPS else \
+            counts.get(c["name"], 0) + 1
     return counts
+
+
+def receive_problems(tb, op, before, stats):
+    """A receive is whole or not there: the volume absent (full) or as before (incremental), else with
+    the stream's files; its snapshot listed only with those files. Committed without its snapshot (the
+    kill between the swap and the snapshot: the next incremental is refused, naming a full stream) is
+    counted, not a violation."""
+    v = VolumeView(tb, RECV, with_data=True)
+    bad = ["%s: %s" % (RECV, p) for p in consistency_problems(tb, v, owner=(7, 0, 0o750))]
+    new = Streams.r1 if op == "recvfull" else Streams.r2
+    st, j = tb.admin_call("/Admin.VolumeSnapshots", {"Name": RECV})
+    listed = sorted(s["name"] for s in (j or {}).get("snapshots", [])) if st == 200 else []
+    want_new = "r1" if op == "recvfull" else "r2"
+    if not v.present:
+        if op == "recvincr":
+            bad.append("the volume an incremental receive updates is gone")
+        elif listed:
+            bad.append("no volume, but snapshots listed: %s" % listed)
+        return bad
+    if v.data == new:
+        if want_new not in listed:
+            stats["committed_without_snapshot"] = stats.get("committed_without_snapshot", 0) + 1
+        stats["received"] = stats.get("received", 0) + 1
+    elif op == "recvincr" and v.data == before:
+        if want_new in listed:
+            bad.append("snapshot r2 listed but the volume is still as before the stream")
+    else:
+        bad.append("the volume holds neither the state before nor the stream's: %s" % sorted(v.data or {}))
+    if want_new in listed and snapshot_files(tb, RECV, want_new) != new:
+        bad.append("snapshot %s does not hold the stream's files" % want_new)
+    for r in tb.fs_roots():
+        for sub in (os.path.join("nvmevol", "imports"), os.path.join("nvmevol", "snapshots", RECV)):
+            d = os.path.join(r, sub)
+            left = [fn for fn in (os.listdir(d) if os.path.isdir(d) else []) if sub.endswith("imports") or
+                    fn.startswith("receive-")]
+            if left:
+                bad.append("left after the restart: %s/%s" % (sub, left))
+    return bad
+
+
+def move_problems(tb, data, stats):
+    """After a kill in a move: this copy as it was, fenced (and then refusing a Mount: never stale data
+    served) or not (and then served); the other node's absent or whole; then the move run again
+    finishes, and both sides are as a move leaves them."""
+    bad = []
+    tb2 = Streams.tb2
+    v = VolumeView(tb, NAME, with_data=True)
+    if not v.present or v.data != data:
+        return ["the source is %s after the kill" % ("changed" if v.present else "gone")]
+    _, rec, _ = tb.record(NAME)
+    fenced = bool((rec or {}).get("moved_to"))
+    st, j = tb.call("/VolumeDriver.Mount", {"Name": NAME, "ID": "cpcheck"})
+    if fenced:
+        stats["fenced"] = stats.get("fenced", 0) + 1
+        if st == 200:
+            bad.append("the source is fenced but a Mount was served")
+        elif NODE2 not in (j or {}).get("Err", ""):
+            bad.append("a fenced source's Mount Err does not name %s: %s" % (NODE2, j))
+    else:
+        if st != 200:
+            bad.append("an unfenced source refused a Mount: %s" % j)
+        else:
+            tb.ok("/VolumeDriver.Unmount", {"Name": NAME, "ID": "cpcheck"})
+    v2 = VolumeView(tb2, NAME, with_data=True)
+    if v2.present:
+        stats["arrived"] = stats.get("arrived", 0) + 1
+        if v2.data != data:
+            bad.append("the other node holds a copy that is not whole: %s" % sorted(v2.data or {}))
+    rc, out, err = command(tb, ["volume", "move", NAME, "--via", Streams.via, "--node", NODE2])
+    if rc != 0:
+        return bad + ["the move run again after the kill failed (%d): %s" % (rc, err.strip()[-400:])]
+    if "moved already" in out:
+        stats["found_moved"] = stats.get("found_moved", 0) + 1
+    v2 = VolumeView(tb2, NAME, with_data=True)
+    if not v2.present or v2.data != data:
+        bad.append("after the rerun the other node's copy is %s" % ("not whole" if v2.present else "missing"))
+    st, j = tb.call("/VolumeDriver.Mount", {"Name": NAME, "ID": "cpcheck2"})
+    if st == 200:
+        bad.append("after the rerun the source still serves a Mount")
+    st, j = tb2.call("/VolumeDriver.Mount", {"Name": NAME, "ID": "cpcheck2"})
+    if st != 200:
+        bad.append("after the rerun the other node refuses a Mount: %s" % j)
+    else:
+        tb2.ok("/VolumeDriver.Unmount", {"Name": NAME, "ID": "cpcheck2"})
+    bad += ["node2: %s" % p for p in consistency_problems(tb2, v2, owner=(7, 0, 0o750))]
+    return bad
 
 
 class Checker:
     def __init__(self, tb):
         self.tb = tb
         self.violations = []
+        self.stats = {}
 
     def bad(self, what):
         self.violations.append(what)
@@ -215,20 +470,26 @@ class Checker:
             self.bad("%s: %s" % (label, p))
         for p in partition_mount_problems(tb):
             self.bad("%s: %s" % (label, p))
-        if v.present and data is not None and v.data != data:
+        if v.present and data is not None and v.data != data and op not in ("recvfull", "recvincr"):
             self.bad("%s: the data written before the point changed: %s, written %s" %
                      (label, sorted(v.data or {}), sorted(data)))
         if v.present and op == "create" and v.data:
             self.bad("%s: a new volume holds files: %s" % (label, sorted(v.data)))
         for p in leftovers(tb):
             self.bad("%s: leftover %s" % (label, p))
-        for p in stray_mounts(tb, (NAME, CLONE_SOURCE)):
+        for p in stray_mounts(tb, (NAME, CLONE_SOURCE, RECV)):
             self.bad("%s: stray mount %s" % (label, p))
         if op in CLONE_OPS:
             for p in clone_problems(tb, NAME, source_files, CLONE_OPS[op]):
                 self.bad("%s: %s" % (label, p))
         if op == "snapshot":
             for p in snapshot_problems(tb, data):
+                self.bad("%s: %s" % (label, p))
+        if op in ("recvfull", "recvincr"):
+            for p in receive_problems(tb, op, data, self.stats):
+                self.bad("%s: %s" % (label, p))
+        if op == "move":
+            for p in move_problems(tb, data, self.stats):
                 self.bad("%s: %s" % (label, p))
         if not tb.canary_intact():
             self.bad("%s: canary changed" % label)
@@ -239,6 +500,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--binary")
     ap.add_argument("--max-per-syscall", type=int, default=0, help="cap n per syscall (0 = all)")
+    ap.add_argument("--syscalls", default="",
+                    help="only these syscalls are points, e.g. renameat,renameat2,fsync,ioctl (default: every one)")
+    ap.add_argument("--spread", type=int, default=0,
+                    help="at most this many n per syscall, spread evenly from the first call to the last (0 = all)")
     ap.add_argument("--ops", default=",".join(DEFAULT_OPS),
                     help="operations to kill in (default: all but %s)" % ", ".join(sorted(set(OPS) - set(DEFAULT_OPS))))
     ap.add_argument("--max-points", type=int, default=0, help="stop after this many points (0 = all)")
@@ -258,13 +523,20 @@ def main():
     t0 = time.time()
     try:
         tb.start()
+        prepare_streams(tb, args.ops.split(","))
         for op in args.ops.split(","):
             precondition(tb, op)
             counts = count_syscalls(tb, op)
             log("%s: %s" % (op, counts))
             for sc, n_calls in sorted(counts.items()):
+                if args.syscalls and sc not in args.syscalls.split(","):
+                    continue
                 limit = n_calls if not args.max_per_syscall else min(n_calls, args.max_per_syscall)
-                for n in range(1, limit + 1):
+                ns = range(1, limit + 1)
+                if args.spread and limit > args.spread:
+                    k = max(args.spread, 2)
+                    ns = sorted({1 + round(i * (limit - 1) / (k - 1)) for i in range(k)})
+                for n in ns:
                     if args.max_points and points >= args.max_points:
                         break
                     label = "%s/%s#%d" % (op, sc, n)
@@ -277,8 +549,10 @@ def main():
                     try:
                         send(tb, op, args.request_timeout)
                         answered = True
-                    except (TimeoutError, socket.timeout):
+                    except (TimeoutError, socket.timeout) as e:
                         hung = tb.alive()
+                        if hung and op in COMMAND_OPS:
+                            log("%s: %s" % (label, e))
                     except (OSError, http.client.HTTPException):
                         pass   # the kill closed the connection
                     rc = None
@@ -316,9 +590,12 @@ def main():
             thawed = 0
         for root in tb.fs_roots():   # a failure while frozen must not leave the partition frozen to unmount
             subprocess.run(["fsfreeze", "--unfreeze", root], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if Streams.tb2:
+            Streams.tb2.cleanup()
         tb.cleanup()
-    print("crashpoints: points=%d reached=%d violations=%d hangs=%d crashes=%d thawed_at_start=%d seconds=%.0f" %
-          (points, reached, len(chk.violations), hangs, crashes, thawed, time.time() - t0))
+    extra = "".join(" %s=%d" % kv for kv in sorted(chk.stats.items()))
+    print("crashpoints: points=%d reached=%d violations=%d hangs=%d crashes=%d thawed_at_start=%d seconds=%.0f%s" %
+          (points, reached, len(chk.violations), hangs, crashes, thawed, time.time() - t0, extra))
     if points == 0:
         chk.bad("no point was run")
     for v in chk.violations[:20]:

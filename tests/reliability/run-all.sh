@@ -56,6 +56,7 @@ if [ "$MODE" = soak ]; then
 		"crash|ok|$HERE/crash.py 10000"
 		"crashpoints|ok|$HERE/crashpoints.py"
 		"crashpoints-evacuate|ok|$HERE/crashpoints.py --ops fence,evacuate"
+		"crashpoints-move|ok|$HERE/crashpoints.py --ops recvfull,recvincr,move"
 		"errinject|ok|$HERE/errinject.py"
 		"errinject-sabotage|ok|$HERE/errinject.py --sabotage --max-points 10"
 		"errinject-asan|ok|$HERE/errinject.py --binary $NVMEVOL_ASAN_BINARY"
@@ -73,6 +74,9 @@ else
 		"crash|ok|$HERE/crash.py 500 --max-seconds 150 --min-kills ${CRASH_MIN_KILLS:-300}"
 		"crashpoints|ok|$HERE/crashpoints.py"
 		"crashpoints-evacuate|ok|$HERE/crashpoints.py --ops fence,evacuate"
+		# A sample of the receive and move points: the renames, syncs and ioctls (the commits and the
+		# snapshots), the first and last of each; the soak runs every point.
+		"crashpoints-move|ok|$HERE/crashpoints.py --ops recvfull,recvincr,move --syscalls renameat,renameat2,fsync,ioctl --spread 2"
 		"errinject|ok|$HERE/errinject.py --ci"
 		"errinject-sabotage|ok|$HERE/errinject.py --sabotage --max-points 4"
 		"faults|ok|$HERE/faults.py"

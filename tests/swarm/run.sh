@@ -3,8 +3,9 @@
 # the plugin installed on every node from the test's registry, services with
 # nvmevol volumes checked on the node where they ran, a stack file, the
 # wrong-node trap (Docker's behaviour) and nvmevol's guard against it, a
-# worker's dockerd killed with -9, and a plugin upgrade rolled across the
-# nodes under a running service.  All the while a sampler checks that no
+# worker's dockerd killed with -9, a plugin upgrade rolled across the nodes
+# under a running service, and PostgreSQL under pgbench moved to another
+# worker with `nvmevol volume move`.  All the while a sampler checks that no
 # partition is ever mounted by another node's plugin.
 #
 # Usage: tests/swarm/run.sh [--list] [scenario...]
@@ -21,7 +22,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=lib.sh
 . "$HERE/lib.sh"
 
-SCENARIOS=(install replicated global upgrade stack trap guard move node_failure)
+SCENARIOS=(install replicated global upgrade stack trap guard move pgmove node_failure)
 
 M1=nvsw-m1 W1=nvsw-w1 W2=nvsw-w2
 IMG=$SWARM_REGISTRY/nvmevol-swarm/busybox:latest
@@ -112,6 +113,19 @@ rm_service() {
             sleep 0.25
         done
     done
+}
+
+# rejected_on NODE SERVICE TRIES: the first task of SERVICE Rejected on NODE ("NODE Rejected ... Err"),
+# looked for every 0.5 s; empty if none.
+rejected_on() {
+    local i out
+    for i in $(seq 1 "$3"); do
+        out=$(mgr docker service ps --no-trunc --format '{{.Node}} {{.CurrentState}} {{.Error}}' "$2" |
+              grep "^$1 Rejected" | head -n1)
+        [ -n "$out" ] && break
+        sleep 0.5
+    done
+    echo "$out"
 }
 
 # vstatus NODE VOLUME KEY: a field of the plugin's Status on NODE.
@@ -475,12 +489,7 @@ scenario_guard() {
     trap_setup sw-guard ",volume-opt=node=$W1"
     N_FAILURES=$((N_FAILURES + 1))
     set_availability "$W1" drain
-    for i in $(seq 1 60); do
-        out=$(mgr docker service ps --no-trunc --format '{{.Node}} {{.CurrentState}} {{.Error}}' sw-guard |
-              grep "^$W2 Rejected" | head -n1)
-        [ -n "$out" ] && break
-        sleep 0.5
-    done
+    out=$(rejected_on "$W2" sw-guard 60)
     e2e_match "guard: drain $W1, the task is rejected on $W2 with an Err naming both nodes (docker service ps --no-trunc)" \
         "^$W2 Rejected .*volume sw-guard is pinned to node $W1 \(option node=$W1\) and this is node $W2" "$out"
     e2e_match "guard: the Err says what to do" \
@@ -523,6 +532,104 @@ scenario_move() {
     e2e_check "the old copy removed on $W1" on "$W1" docker volume rm sw-guard
     e2e_eq "sw-guard's data is now on $W2 only" "$W2" "$(holders sw-guard/data)"
     rm -f "$tarball"
+}
+
+# pgsql_on NODE SQL: one value from PostgreSQL in sw-pg's container on NODE.
+pgsql_on() { svc_exec "$1" sw-pg psql -h /var/run/postgresql -XAtq -c "$2" postgres; }
+
+# pg_ready NODE: until sw-pg's PostgreSQL on NODE answers (60 s at most).
+pg_ready() {
+    local i
+    for i in $(seq 1 120); do
+        svc_exec "$1" sw-pg pg_isready -q -h /var/run/postgresql >/dev/null && return 0
+        sleep 0.5
+    done
+    return 1
+}
+
+# pgbench's invariant: every transaction adds one delta to an account, its
+# teller, its branch and the history, so the four sums are equal.
+pg_invariant() {
+    pgsql_on "$1" "SELECT (SELECT sum(abalance) FROM pgbench_accounts) || ' ' || (SELECT sum(bbalance) FROM
+        pgbench_branches) || ' ' || (SELECT sum(tbalance) FROM pgbench_tellers) || ' ' || (SELECT sum(delta) FROM
+        pgbench_history)"
+}
+
+# PostgreSQL pinned to W2 (constraint and node=), pgbench running: its volume
+# moved to W1 with `nvmevol volume move` (live passes under load, the wait
+# naming the task's container, scale 0, the final pass), the constraint
+# changed and scaled back to 1: the task runs on W1 with its data, and a task
+# forced back to W2 is rejected there by the fence, naming W1.
+scenario_pgmove() {
+    local cli=$SWARM_WORK/cli via out err pid c node inv history i a b t h t0=$SECONDS
+    local mnt="type=volume,source=sw-pg,target=/var/lib/postgresql/data,volume-driver=$DRIVER"
+    mnt+=",volume-opt=uid=999,volume-opt=gid=999,volume-opt=mode=0700"
+    # The command beside the plugin that runs it: the binary of its rootfs.
+    mkdir -p "$cli"
+    ln -sf "$E2E_REPO/plugin/out/nvmevol/rootfs/usr/bin/nvmevol" "$cli/nvmevol"
+    via="env PATH=$cli:/usr/sbin:/usr/bin:/sbin:/bin DOCKER_HOST=unix://$(swarm_node_dir "$W1")/docker.sock"
+    svc --name sw-pg --constraint "node.hostname==$W2" --env POSTGRES_PASSWORD=swarm-test \
+        --stop-signal SIGINT --stop-grace-period 60s --mount "$mnt,volume-opt=node=$W2" "$PG_IMG"
+    node=$(wait_task sw-pg)
+    pg_ready "$W2" || e2e_diag "PostgreSQL on $W2 did not answer"
+    e2e_match "sw-pg on $W2: pgbench -i -s 5" 'done in' \
+        "$(svc_exec "$W2" sw-pg pgbench -h /var/run/postgresql -i -s 5 -q postgres)"
+    c=$(container "$W2" sw-pg)
+    on "$W2" docker exec "$c" pgbench -h /var/run/postgresql -T 12 -c 2 postgres >"$SWARM_WORK/pgbench.out" 2>&1 &
+    local bench=$!
+    sleep 2
+    # The move, from W2 to W1 (reached as its dockerd), while pgbench writes.
+    out=$SWARM_WORK/move.out err=$SWARM_WORK/move.err
+    on "$W2" "$cli/nvmevol" volume move sw-pg --via "$via" --small-seconds 2 --timeout 180 --json >"$out" 2>"$err" &
+    pid=$!
+    for i in $(seq 1 240); do
+        grep -q 'waiting up to' "$err" && break
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.5
+    done
+    e2e_match "volume move, live passes done: it names the task's container that holds sw-pg and waits" \
+        "in use by container\(s\) sw-pg\.1\.[a-z0-9]+ \(1 mount\(s\)\)" "$(cat "$err")"
+    wait "$bench"
+    e2e_match "pgbench ran through the live passes" '^tps = ' "$(cat "$SWARM_WORK/pgbench.out")"
+    history=$(pgsql_on "$W2" 'SELECT count(*) FROM pgbench_history')
+    e2e_check "docker service scale sw-pg=0" mgr docker service scale -d sw-pg=0
+    if wait "$pid"; then e2e_ok "volume move sw-pg to $W1 finished once the task stopped"
+    else e2e_not_ok "volume move sw-pg to $W1 finished once the task stopped"; e2e_diag "$(cat "$err")"; fi
+    e2e_match "it made live passes while pgbench ran, then the final pass" \
+        '^full( incremental)* final$' "$(jq -r '[.passes[].kind] | join(" ")' "$out" 2>&1)"
+    e2e_match "it printed the downtime (the final pass)" '^[0-9.]+$' "$(jq -r .downtime_seconds "$out" 2>&1)"
+    e2e_diag "move of sw-pg: $(jq -c '{passes: [.passes[] | {kind, bytes, seconds}], downtime_seconds, live_passes_ended}' "$out" 2>&1)"
+    # The plugin's own record (Docker's Options are what Docker was asked at a create it did not make).
+    e2e_eq "the copy on $W1 carries the node= pin rewritten to $W1" "$W1" "$(vstatus "$W1" sw-pg options.node)"
+    e2e_match "... and PostgreSQL's data (PG_VERSION on $W1's partition)" "$W1" "$(holders sw-pg/PG_VERSION)"
+    # Two updates: one with --mount-rm and --mount-add of the same target ends with no mount at all
+    # (the CLI applies the removal after the addition), and PostgreSQL would initdb in the container.
+    mgr docker service update -q -d --mount-rm /var/lib/postgresql/data sw-pg >/dev/null
+    mgr docker service update -q -d --constraint-rm "node.hostname==$W2" --constraint-add "node.hostname==$W1" \
+        --mount-add "$mnt,volume-opt=node=$W1" sw-pg >/dev/null
+    e2e_eq "the service mounts sw-pg with node=$W1 now" "sw-pg $W1" \
+        "$(mgr docker service inspect -f '{{range .Spec.TaskTemplate.ContainerSpec.Mounts}}{{.Source}} {{index .VolumeOptions.DriverConfig.Options "node"}}{{end}}' sw-pg 2>&1)"
+    e2e_check "constraint changed to $W1, docker service scale sw-pg=1" mgr docker service scale -d sw-pg=1
+    node=$(wait_task sw-pg "$W1")
+    pg_ready "$W1" || e2e_diag "PostgreSQL on $W1 did not answer"
+    inv=$(pg_invariant "$W1")
+    read -r a b t h <<<"$inv"
+    e2e_eq "the task runs on $W1, and pgbench's invariant holds there ($inv)" "$W1 equal" \
+        "$node $([ -n "$h" ] && [ "$a" = "$b" ] && [ "$b" = "$t" ] && [ "$t" = "$h" ] && echo equal || echo unequal)"
+    e2e_eq "... with every transaction pgbench committed on $W2" "$history" \
+        "$(pgsql_on "$W1" 'SELECT count(*) FROM pgbench_history')"
+    # Forced back to the old worker: its copy is fenced.
+    mgr docker service update -q -d --constraint-rm "node.hostname==$W1" --constraint-add "node.hostname==$W2" \
+        sw-pg >/dev/null
+    out=$(rejected_on "$W2" sw-pg 120)
+    e2e_match "a task forced back onto $W2 is Rejected with the Err naming $W1" \
+        "^$W2 Rejected .*volume sw-pg was moved to $W1 .*unfence" "$out"
+    rm_service sw-pg
+    e2e_check "docker volume rm of the fenced copy on $W2 (with the move's snapshot)" on "$W2" docker volume rm sw-pg
+    e2e_check "docker volume rm of the moved volume on $W1 (with the move's snapshot)" on "$W1" docker volume rm sw-pg
+    e2e_eq "nothing of sw-pg is left on any node's partitions" "" "$(holders sw-pg)"
+    check_partitions "after the move"
+    e2e_log "pgmove took $((SECONDS - t0)) s"
 }
 
 # kill -9 a worker's dockerd while its task runs with an nvmevol volume.
