@@ -49,31 +49,12 @@ BIN=${NVMEVOL_BINARY:-$REPO/build/src/nvmevol}
 [ -x "$BIN" ] || { echo "export.sh: no $BIN (ninja -C build)" >&2; exit 1; }
 RAW=$HERE/raw
 mkdir -p "$RAW"
-W=$(mktemp -d "${BENCH_TMP:-/var/tmp}/nvmevol-bench-export.XXXXXX")
-PFX=nvbe$(printf '%04x' $((RANDOM)))
-DEV=
-PID=
-
-log() { printf '# %s\n' "$*" >&2; }
-
-cleanup() {
-    set +e
-    [ -n "$PID" ] && kill -TERM "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
-    for m in $(awk -v d="$W" 'index($5, d "/") == 1 { print $5 }' /proc/self/mountinfo | sort -r); do
-        umount -l "$m"
-    done
-    [ -n "$DEV" ] && losetup -d "$DEV"
-    rm -rf "$W"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-api() { # ENDPOINT JSON
-    local out
-    out=$(curl -s --unix-socket "$W/s.sock" -X POST -d "$2" "http://nvmevol/VolumeDriver.$1") || return 1
-    ! grep -q '"Err":"[^"]' <<<"$out" || { log "$1: $out"; return 1; }
-}
-admin() { "$BIN" "$@" --socket "$W/nvmevol-admin.sock"; }
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
+bench_init export
+log() { bench_log "$@"; }
+api() { bench_api "$W" "$@" >/dev/null; }
+admin() { bench_admin "$W" "$@"; }
 
 make_tree() { # DIR KIND
     python3 - "$1" "$2" "$BYTES" "$FILES" <<'PY'
@@ -98,25 +79,10 @@ else:
 PY
 }
 
-# Seconds of wall time and of CPU (user + system, the whole pipeline) of a shell command line.
-timed() {
-    local TIMEFORMAT='%R %U %S' t
-    t=$({ time bash -c "set -o pipefail; $1" >/dev/null 2>"$W/err"; } 2>&1) || return 1
-    awk '{ printf "%s\t%.3f\n", $1, $2 + $3 }' <<<"$t"
-}
-
 img_bytes=$((BYTES * 2 + FILES * 8192 + (2 << 30)))
-truncate -s "$img_bytes" "$W/part.img"
-DEV=$(losetup --find --show "$W/part.img") || exit 1
-mkfs.xfs -q -f -L "${PFX}a" "$DEV" || exit 1
-mkdir -p "$W/state" "$W/prop" "$W/parts"
-NVMEVOL_SOCKET=$W/s.sock NVMEVOL_STATE_DIR=$W/state NVMEVOL_PROPAGATED_MOUNT=$W/prop \
-    NVMEVOL_PARTITION_ROOT=$W/parts NVMEVOL_LABEL_PREFIX=$PFX NVMEVOL_SELFTEST=off \
-    NVMEVOL_CLONE_FREEZE_BUDGET_MS=60000 "$BIN" >>"$W/daemon.log" 2>&1 &
-PID=$!
-for _ in $(seq 1 300); do api List '{}' 2>/dev/null && break; sleep 0.1; done
-PARTS=$(ls -d "$W"/parts/*/ | head -1)
-PARTS=${PARTS%/}
+bench_partition "$W/part.img" "$img_bytes" "${PFX}a" || exit 1
+bench_daemon "$W" "$PFX" NVMEVOL_CLONE_FREEZE_BUDGET_MS=60000 || exit 1
+PARTS=$BENCH_PARTS
 
 out=$RAW/export.tsv
 printf 'tree\tmethod\trep\tseconds\tcpu_seconds\tbytes_in\tbytes_out\n' >"$out"
@@ -144,7 +110,7 @@ for kind in large small; do
             tar-zstd) cmd="tar -cf - -C '$dir' . | zstd -q -1 -c | tee >(wc -c >'$W/n') >/dev/null" ;;
             export-zstd) cmd="'$BIN' volume export $kind --snapshot s1 --compress zstd --socket '$W/nvmevol-admin.sock' | tee >(wc -c >'$W/n') >/dev/null" ;;
             esac
-            t=$(timed "$cmd") || { log "$m failed: $(cat "$W/err")"; exit 1; }
+            t=$(bench_timed "$cmd") || { log "$m failed: $(cat "$W/err")"; exit 1; }
             sleep 0.2 # tee's wc
             printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$kind" "$m" "$rep" "$t" "$data" "$(cat "$W/n")" | tee -a "$out" >&2
         done
