@@ -58,30 +58,10 @@ static const char *bin(void)
 	return getenv("NVMEVOL_BINARY") ? getenv("NVMEVOL_BINARY") : "build/src/nvmevol";
 }
 
-/* `sh -c "nvmevol ARGS < IN > OUT"` with the testbed's socket: the exit status; stderr in err, stdout in out. */
+/* `nvmevol ARGS < IN > OUT` with the testbed's socket: the exit status; stderr in err, stdout in out. */
 static int nv(const char *args, const char *in, const char *outfile)
 {
-	char cmd[4096], errf[600], outf[600];
-	FILE *f;
-	size_t n;
-	int st;
-
-	snprintf(errf, sizeof(errf), "%s/nv.err", tb.dir);
-	snprintf(outf, sizeof(outf), "%s/nv.out", tb.dir);
-	snprintf(cmd, sizeof(cmd), "'%s' %s --socket '%s/nvmevol-admin.sock' < '%s' > '%s' 2> '%s'", bin(), args, tb.dir,
-		 in ? in : "/dev/null", outfile ? outfile : outf, errf);
-	st = system(cmd);
-	f = fopen(errf, "r");
-	n = f ? fread(err, 1, sizeof(err) - 1, f) : 0;
-	err[n] = '\0';
-	if (f)
-		fclose(f);
-	f = outfile ? NULL : fopen(outf, "r");
-	n = f ? fread(out, 1, sizeof(out) - 1, f) : 0;
-	out[n] = '\0';
-	if (f)
-		fclose(f);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return testbed_shell(&tb, args, in, outfile, out, sizeof(out), err, sizeof(err));
 }
 
 static void create_volume(const char *name, const char *opts)

@@ -623,23 +623,10 @@ static void rich_tree(const char *v)
 /* `nvmevol volume export ARGS... > @file`: its exit status; stderr in err. */
 static int export_to(const char *file, const char *volume, const char *snap)
 {
-	char cmd[2048], sock[400], errf[600];
-	const char *bin = getenv("NVMEVOL_BINARY") ? getenv("NVMEVOL_BINARY") : "build/src/nvmevol";
-	FILE *f;
-	int st;
-	size_t n;
+	char args[512];
 
-	snprintf(sock, sizeof(sock), "%s/nvmevol-admin.sock", tb.dir);
-	snprintf(errf, sizeof(errf), "%s/export.err", tb.dir);
-	snprintf(cmd, sizeof(cmd), "'%s' volume export %s %s%s --socket '%s' > '%s' 2> '%s'", bin, volume,
-		 snap ? "--snapshot " : "", snap ? snap : "", sock, file, errf);
-	st = system(cmd);
-	f = fopen(errf, "r");
-	n = f ? fread(err, 1, sizeof(err) - 1, f) : 0;
-	err[n] = '\0';
-	if (f)
-		fclose(f);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	snprintf(args, sizeof(args), "volume export %s %s%s", volume, snap ? "--snapshot " : "", snap ? snap : "");
+	return testbed_shell(&tb, args, NULL, file, out, sizeof(out), err, sizeof(err));
 }
 
 static void restore_and_compare(const char *archive, const char *vol, const char *dest, unsigned flags,
@@ -767,29 +754,10 @@ Test(daemon_snapshot, a_failed_export_says_why_and_leaves_nothing)
 /* `nvmevol volume import NAME ARGS... < @file`: its exit status; stdout in out, stderr in err. */
 static int import_from(const char *file, const char *volume, const char *opts)
 {
-	char cmd[2048], sock[400], outf[600], errf[600];
-	const char *bin = getenv("NVMEVOL_BINARY") ? getenv("NVMEVOL_BINARY") : "build/src/nvmevol";
-	FILE *f;
-	int st;
-	size_t n;
+	char args[1024];
 
-	snprintf(sock, sizeof(sock), "%s/nvmevol-admin.sock", tb.dir);
-	snprintf(outf, sizeof(outf), "%s/import.out", tb.dir);
-	snprintf(errf, sizeof(errf), "%s/import.err", tb.dir);
-	snprintf(cmd, sizeof(cmd), "'%s' volume import %s %s --socket '%s' < '%s' > '%s' 2> '%s'", bin, volume,
-		 opts ? opts : "", sock, file, outf, errf);
-	st = system(cmd);
-	f = fopen(errf, "r");
-	n = f ? fread(err, 1, sizeof(err) - 1, f) : 0;
-	err[n] = '\0';
-	if (f)
-		fclose(f);
-	f = fopen(outf, "r");
-	n = f ? fread(out, 1, sizeof(out) - 1, f) : 0;
-	out[n] = '\0';
-	if (f)
-		fclose(f);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	snprintf(args, sizeof(args), "volume import %s %s", volume, opts ? opts : "");
+	return testbed_shell(&tb, args, file, NULL, out, sizeof(out), err, sizeof(err));
 }
 
 static void imports_dir(char *buf, size_t len)
