@@ -647,7 +647,7 @@ int manager_snapshot_remove(Manager *m, const char *name, const char *snap, json
 
 /* Builds the snapshot's copy in snapshots/<volume>/@dir, in the volume's project. */
 static int build_copy(Manager *m, Volume *v, PartitionFs *fs, SnapDir *d, const VolumeSnapshot *s, const char *dir,
-		      char **reterr_msg)
+		      bool charge, char **reterr_msg)
 {
 	_cleanup_close_ int sfd = -EBADF, rfd = -EBADF;
 	_cleanup_free_ char *why = NULL;
@@ -666,13 +666,13 @@ static int build_copy(Manager *m, Volume *v, PartitionFs *fs, SnapDir *d, const 
 	if (rfd < 0)
 		return errmsg_set(reterr_msg, negative_errno(), "cannot open nvmevol/snapshots/%s/%s: %s", v->name, dir,
 				  errno_str(errno));
-	/* Nothing writes to a snapshot: no freeze. Its files come in project 0 and are charged below. */
+	/* Nothing writes to a snapshot: no freeze. Its files come in project 0 (and are charged below if asked). */
 	p.src_fd = sfd;
 	p.dst_fd = rfd;
 	r = clone_tree(&p, &st, &why);
 	if (r < 0)
 		return errmsg_set(reterr_msg, r, "cannot copy snapshot %s: %s", s->name, why ? why : errno_str(r));
-	if (v->projid) {
+	if (charge && v->projid) {
 		/*
 		 * Tagged as root (CAP_FOWNER): XFS lets the charge pass a hard limit,
 		 * so a rollback never fails for the moment the volume holds both states.
@@ -687,7 +687,7 @@ static int build_copy(Manager *m, Volume *v, PartitionFs *fs, SnapDir *d, const 
 }
 
 int manager_snapshot_build_copy(Manager *m, Volume *v, PartitionFs *fs, const VolumeSnapshot *s, const char *dir,
-				char **reterr_msg)
+				bool charge, char **reterr_msg)
 {
 	SnapDir d = SNAPDIR_NULL;
 	int r;
@@ -695,7 +695,7 @@ int manager_snapshot_build_copy(Manager *m, Volume *v, PartitionFs *fs, const Vo
 	r = snapstore_open(fs, v->name, false, &d);
 	if (r < 0)
 		return errmsg_set(reterr_msg, r, "cannot open nvmevol/snapshots/%s: %s", v->name, errno_str(r));
-	r = build_copy(m, v, fs, &d, s, dir, reterr_msg);
+	r = build_copy(m, v, fs, &d, s, dir, charge, reterr_msg);
 	snapdir_done(&d);
 	return r;
 }
@@ -760,7 +760,7 @@ static int rollback_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	}
 	/* A leftover of an interrupted rollback is never the live volume. */
 	(void)manager_snapshot_discard_dir(m, v, fs, d.vol_fd, SNAPSTORE_ROLLBACK);
-	r = build_copy(m, v, fs, &d, s, SNAPSTORE_ROLLBACK, reterr_msg);
+	r = build_copy(m, v, fs, &d, s, SNAPSTORE_ROLLBACK, true, reterr_msg);
 	if (r < 0) {
 		(void)manager_snapshot_discard_dir(m, v, fs, d.vol_fd, SNAPSTORE_ROLLBACK);
 		goto out;
