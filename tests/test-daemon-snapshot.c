@@ -461,6 +461,50 @@ static void write_record(const char *volume, const char *snap, SnapshotState sta
 	free(buf);
 }
 
+/*
+ * An nvmevol that cannot read a snapshot's record (one from before snapshot IDs reads a record with
+ * an "id" as damaged; 0.1 has no snapshots at all) does not list it, so it lets the volume be removed
+ * and a new one of that name be made. Back on this version, that snapshot is older than the volume:
+ * not listed, not rolled back to, its data left alone. Simulated with a record made unreadable and
+ * put back (on main, the new volume listed it and a rollback gave it the removed volume's data).
+ */
+Test(daemon_snapshot, a_snapshot_older_than_its_volume_is_not_that_volumes)
+{
+	char vol[512], meta[600], data[600], *record, *log;
+
+	create_volume("gen", "");
+	testbed_volume_dir(&tb, 0, "gen", vol, sizeof(vol));
+	put(vol, "file", "one", 3);
+	cr_assert_eq(ADMIN("volume", "snapshot", "gen", "s1"), 0, "%s", err);
+	snapdir("gen", "meta", meta, sizeof(meta));
+	record = slurp(meta, "s1.json");
+	put(meta, "s1.json", "{}", 2); /* what an older nvmevol makes of it */
+	testbed_stop(&tb, SIGTERM);
+	testbed_start_or_fail(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL });
+	cr_assert_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"gen\"}"), 0, "%s", client_err(&rep));
+	sleep(1); /* the new volume is created a second after the snapshot at least */
+	create_volume("gen", "");
+	put(vol, "file", "two", 3);
+	put(meta, "s1.json", record, strlen(record));
+	free(record);
+	testbed_stop(&tb, SIGTERM);
+	testbed_start_or_fail(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL });
+
+	cr_assert_eq(ADMIN("volume", "snapshots", "gen", "--json"), 0, "%s", err);
+	cr_assert_null(strstr(out, "\"s1\""), "the removed volume's snapshot is listed under the new one: %s", out);
+	cr_assert_eq(ADMIN("volume", "rollback", "gen", "s1"), 1, "%s", out);
+	record = slurp(vol, "file");
+	cr_assert_str_eq(record, "two");
+	free(record);
+	snapdir("gen", "data/s1", data, sizeof(data));
+	record = slurp(data, "file");
+	cr_assert_str_eq(record, "one", "its data is left alone");
+	free(record);
+	log = testbed_log_text(&tb);
+	cr_assert(strstr(log, "snapshot s1 is older than the volume"), "nothing in the log says why");
+	free(log);
+}
+
 Test(daemon_snapshot, start_up_undoes_only_what_a_record_proves_uncommitted)
 {
 	char dir[600], p[700], names[512];

@@ -953,6 +953,8 @@ int manager_export_close(Manager *m, const char *name, const char *token, json_t
 
 typedef struct LoadCtx {
 	Volume *v;
+	const VolumeSnapshot *older; /* snapshots of an earlier volume of this name: reported once, not as orphans */
+	size_t n_older;
 } LoadCtx;
 
 static void damaged_record(const char *file, const char *why, void *userdata)
@@ -967,6 +969,10 @@ static int orphan_data(const char *name, void *userdata)
 {
 	LoadCtx *c = userdata;
 
+	for (size_t i = 0; i < c->n_older; i++)
+		if (streq(c->older[i].name, name))
+			return 0;
+
 	log_warning("volume %s: nvmevol/snapshots/%s/data/%s has no snapshot record; left alone (not a snapshot)",
 		    c->v->name, c->v->name, name);
 	return 0;
@@ -976,7 +982,7 @@ void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover)
 {
 	LoadCtx c = { .v = v };
 	SnapDir d = SNAPDIR_NULL;
-	VolumeSnapshot *snaps = NULL;
+	VolumeSnapshot *snaps = NULL, *older = NULL;
 	struct stat st;
 	size_t n = 0, k = 0;
 	int r;
@@ -994,9 +1000,30 @@ void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover)
 		snapdir_done(&d);
 		return;
 	}
+	older = calloc(n ? n : 1, sizeof(*older));
+	if (!older) {
+		log_error("volume %s: out of memory loading its snapshots", v->name);
+		free(snaps);
+		snapdir_done(&d);
+		return;
+	}
 	for (size_t i = 0; i < n; i++) {
 		VolumeSnapshot *s = &snaps[i];
 
+		/*
+		 * Older than the volume: a snapshot of an earlier volume of this name, which an nvmevol that
+		 * could not read its record (one without snapshot IDs, or 0.1, which has no snapshots) let
+		 * be removed. Never this volume's to list or roll back to; its data is left alone.
+		 */
+		if (s->state == SNAPSHOT_COMMITTED && v->created_at > 0 && s->at < v->created_at) {
+			log_error("volume %s: snapshot %s is older than the volume (taken %lld, the volume created %lld): "
+				  "it belongs to an earlier volume of this name, removed while its snapshots could not be "
+				  "read (an older nvmevol); not listed and left alone in nvmevol/snapshots/%s/ (data/%s, "
+				  "meta/%s.json): copy what is needed from it, then delete both", v->name, s->name,
+				  (long long)s->at, (long long)v->created_at, v->name, s->name, s->name);
+			older[c.n_older++] = *s;
+			continue;
+		}
 		if (s->state == SNAPSHOT_COMMITTED && !(s->temporary && recover)) {
 			if (s->data_missing)
 				log_error("volume %s: snapshot %s is committed but its data directory is missing; listed "
@@ -1016,6 +1043,7 @@ void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover)
 		if (manager_snapshot_discard_dir(m, v, fs, d.data_fd, s->name) == 0)
 			(void)snapstore_delete(&d, s->name);
 	}
+	c.older = older;
 	if (recover) {
 		(void)snapstore_foreach_orphan(&d, snaps, k, orphan_data, &c);
 		manager_receive_cleanup(m, v, fs, d.vol_fd);
@@ -1025,6 +1053,7 @@ void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover)
 		}
 	}
 	snapdir_done(&d);
+	free(older);
 	if (k == 0) {
 		free(snaps);
 		snaps = NULL;
