@@ -115,24 +115,29 @@ static int push_level(Sender *s, const char *path, bool old, const struct stat *
 	return 0;
 }
 
-static int xattrs_of(int dirfd, const char *name, void **ret, size_t *ret_len)
+/* The attributes of @fd if open (>= 0), else of @name in @dirfd. */
+static int xattrs_of(int fd, int dirfd, const char *name, void **ret, size_t *ret_len)
 {
-	XattrTarget t = { .fd = -EBADF, .dirfd = dirfd, .name = name };
+	XattrTarget t = { .fd = fd, .dirfd = dirfd, .name = name };
 	int r = xattr_blob_read(&t, ret, ret_len);
 
 	/* A filesystem without attributes has none to send. */
 	return r == -EOPNOTSUPP ? 0 : r;
 }
 
-/* SETATTR of @name (new tree, at the cursor) when it differs from the old one's (@old NULL: always). */
-static int send_meta(Sender *s, const char *path, int new_dir, const char *name, const struct stat *st,
-		     int old_dir, const struct stat *old, bool force)
+/*
+ * SETATTR of @name (new tree, at the cursor) when it differs from the old one's (@old NULL: always);
+ * the attributes are read through @new_fd and @old_fd when they are open (a regular file's are:
+ * two opens and closes less per file).
+ */
+static int send_meta_fd(Sender *s, const char *path, int new_dir, int new_fd, const char *name, const struct stat *st,
+			int old_dir, int old_fd, const struct stat *old, bool force)
 {
 	_cleanup_free_ void *a = NULL, *b = NULL;
 	size_t alen = 0, blen = 0;
 	int r;
 
-	r = xattrs_of(new_dir, name, &a, &alen);
+	r = xattrs_of(new_fd, new_dir, name, &a, &alen);
 	if (r < 0)
 		return errmsg_set(&s->why, r, "cannot read the attributes of %s: %s", path, errno_str(r));
 	if (!force && old) {
@@ -140,7 +145,7 @@ static int send_meta(Sender *s, const char *path, int new_dir, const char *name,
 		    (old->st_mode & 07777) == (st->st_mode & 07777) && old->st_mtim.tv_sec == st->st_mtim.tv_sec &&
 		    old->st_mtim.tv_nsec == st->st_mtim.tv_nsec && old->st_atim.tv_sec == st->st_atim.tv_sec &&
 		    old->st_atim.tv_nsec == st->st_atim.tv_nsec) {
-			r = xattrs_of(old_dir, name, &b, &blen);
+			r = xattrs_of(old_fd, old_dir, name, &b, &blen);
 			if (r < 0)
 				return errmsg_set(&s->why, r, "cannot read the attributes of %s: %s", path, errno_str(r));
 			if (xattr_blob_equal(a, alen, b, blen))
@@ -148,6 +153,12 @@ static int send_meta(Sender *s, const char *path, int new_dir, const char *name,
 		}
 	}
 	return send_put_setattr(&s->w, path, st, a, alen);
+}
+
+static int send_meta(Sender *s, const char *path, int new_dir, const char *name, const struct stat *st,
+		     int old_dir, const struct stat *old, bool force)
+{
+	return send_meta_fd(s, path, new_dir, -EBADF, name, st, old_dir, -EBADF, old, force);
 }
 
 typedef struct Ranges {
@@ -313,8 +324,8 @@ static int send_file(Sender *s, const char *path, const char *name, const struct
 			return r;
 	/* A renamed file's old attributes are read by its old name's directory: compare the stat alone. */
 	if (ofd >= 0 && old == &ost)
-		return send_meta(s, path, dircursor_fd(&s->new), name, st, -EBADF, NULL, true);
-	return send_meta(s, path, dircursor_fd(&s->new), name, st, dircursor_fd(&s->old), old, false);
+		return send_meta_fd(s, path, dircursor_fd(&s->new), fd, name, st, -EBADF, -EBADF, NULL, true);
+	return send_meta_fd(s, path, dircursor_fd(&s->new), fd, name, st, dircursor_fd(&s->old), ofd, old, false);
 }
 
 static int send_delete(Sender *s, const char *path, const struct stat *old)
