@@ -39,7 +39,7 @@ set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
-SCALE=200
+SCALE=190
 CHANGE=1
 REPS=3
 RATE=200
@@ -85,8 +85,8 @@ psql_q() { psql -h "$PGSOCK" -U postgres -XAtq -c "$1" postgres; }
 
 pg_start() { # DATADIR
     PG_DIR=$1
-    as_pg "$PGBIN/postgres" -D "$1" -c listen_addresses= -c unix_socket_directories="$PGSOCK" \
-        -c max_wal_size=1GB -c checkpoint_timeout=30min >>"$W/postgres.log" 2>&1 &
+    # PostgreSQL 15's defaults otherwise (shared_buffers 128MB, max_wal_size 1GB, checkpoint_timeout 5min).
+    as_pg "$PGBIN/postgres" -D "$1" -c listen_addresses= -c unix_socket_directories="$PGSOCK" >>"$W/postgres.log" 2>&1 &
     PG_PID=$!
     for _ in $(seq 1 600); do
         pg_isready -q -h "$PGSOCK" -U postgres && return 0
