@@ -27,7 +27,8 @@
 #   tar-zstd     tar -cf - -C DIR . | zstd -1
 #   export-zstd  nvmevol volume export V --snapshot S --compress zstd
 #
-# usage: tests/bench/export.sh [--full] [--size SIZE] [--files N] [--reps N]
+# usage: tests/bench/export.sh [--full] [--size SIZE] [--files N] [--reps N] [--methods LIST]
+# (--methods: a comma-separated subset of the methods above, e.g. tar,export-snap for more reps of those)
 # Raw figures: tests/bench/raw/export.tsv. Needs root, xfsprogs, curl, zstd.
 set -uo pipefail
 
@@ -36,13 +37,15 @@ REPO=$(cd "$HERE/../.." && pwd)
 SIZE=1G
 FILES=100000
 REPS=3
+METHODS=tar,export-snap,export,snapshot,tar-zstd,export-zstd
 while [ $# -gt 0 ]; do
     case $1 in
         --full) SIZE=4G; shift ;;
         --size) SIZE=$2; shift 2 ;;
         --files) FILES=$2; shift 2 ;;
         --reps) REPS=$2; shift 2 ;;
-        *) echo "usage: $0 [--full] [--size SIZE] [--files N] [--reps N]" >&2; exit 2 ;;
+        --methods) METHODS=$2; shift 2 ;;
+        *) echo "usage: $0 [--full] [--size SIZE] [--files N] [--reps N] [--methods LIST]" >&2; exit 2 ;;
     esac
 done
 [ "$(id -u)" = 0 ] || { echo "export.sh: needs root" >&2; exit 2; }
@@ -101,10 +104,10 @@ for kind in large small; do
     # Warm the page cache for both sides.
     tar -cf - -C "$dir" . | cat >/dev/null
     admin volume export "$kind" --snapshot s1 2>/dev/null | cat >/dev/null
-    methods=(tar export-snap export snapshot tar-zstd export-zstd)
+    IFS=, read -r -a methods <<<"$METHODS"
     for rep in $(seq 1 "$REPS"); do
         order=("${methods[@]}")
-        ((rep % 2)) || order=(export-zstd tar-zstd snapshot export export-snap tar)
+        ((rep % 2)) || for ((i = ${#methods[@]} - 1, j = 0; i >= 0; i--, j++)); do order[j]=${methods[i]}; done
         for m in "${order[@]}"; do
             case $m in
             tar) cmd="tar -cf - -C '$dir' . | wc -c >'$W/n'" ;;
@@ -138,8 +141,8 @@ for tree in ("large", "small"):
         med[m] = statistics.median(float(x["seconds"]) for x in r)
         cpu[m] = statistics.median(float(x["cpu_seconds"]) for x in r)
         mbs = int(r[0]["bytes_in"]) / med[m] / 1e6
-        ratio = "%.2fx" % (med[against[m]] / med[m]) if m in against else ""
-        cratio = "%.2fx" % (cpu[against[m]] / cpu[m]) if m in against and cpu[m] > 0 else ""
+        ratio = "%.2fx" % (med[against[m]] / med[m]) if against.get(m) in med else ""
+        cratio = "%.2fx" % (cpu[against[m]] / cpu[m]) if against.get(m) in cpu and cpu[m] > 0 else ""
         print("%-6s %-12s %8.3f %8.1f %8.3f %12s %6s %6s  %s" % (tree, m, med[m], mbs, cpu[m], r[0]["bytes_out"], ratio,
                                                            cratio, against.get(m, "")))
 print("ratio: the throughput of export over that of the tar it is set against (>= 0.90 is the goal);")
