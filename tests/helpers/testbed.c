@@ -360,36 +360,19 @@ int testbed_admin(const Testbed *tb, const char *const *args, char *out, size_t 
 	return loopxfs_spawn_capture(argv, out, out_len, err, err_len);
 }
 
-static void slurp(const char *path, char *buf, size_t len)
-{
-	FILE *f = fopen(path, "r");
-	size_t n = f ? fread(buf, 1, len - 1, f) : 0;
-
-	buf[n] = '\0';
-	if (f)
-		fclose(f);
-}
-
 int testbed_shell(const Testbed *tb, const char *args, const char *in, const char *outfile, char *out, size_t out_len,
 		  char *err, size_t err_len)
 {
-	char errf[sizeof(tb->dir) + 32], outf[sizeof(tb->dir) + 32];
 	char *cmd = NULL;
 	int st;
 
-	snprintf(errf, sizeof(errf), "%s/shell.err", tb->dir);
-	snprintf(outf, sizeof(outf), "%s/shell.out", tb->dir);
-	cr_assert_geq(asprintf(&cmd, "'%s' %s --socket '%s/nvmevol-admin.sock' < '%s' > '%s' 2> '%s'", daemon_binary(),
-			       args, tb->dir, in ? in : "/dev/null", outfile ? outfile : outf, errf),
+	cr_assert_geq(asprintf(&cmd, "'%s' %s --socket '%s/nvmevol-admin.sock' < '%s'%s%s%s", daemon_binary(), args,
+			       tb->dir, in ? in : "/dev/null", outfile ? " > '" : "", outfile ? outfile : "",
+			       outfile ? "'" : ""),
 		      0);
-	st = system(cmd);
+	st = loopxfs_spawn_capture((const char *const[]){ "/bin/sh", "-c", cmd, NULL }, out, out_len, err, err_len);
 	free(cmd);
-	slurp(errf, err, err_len);
-	if (outfile)
-		out[0] = '\0';
-	else
-		slurp(outf, out, out_len);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return st;
 }
 
 int testbed_count_entries(const char *path)
