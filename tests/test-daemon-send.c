@@ -58,30 +58,10 @@ static const char *bin(void)
 	return getenv("NVMEVOL_BINARY") ? getenv("NVMEVOL_BINARY") : "build/src/nvmevol";
 }
 
-/* `sh -c "nvmevol ARGS < IN > OUT"` with the testbed's socket: the exit status; stderr in err, stdout in out. */
+/* `nvmevol ARGS < IN > OUT` with the testbed's socket: the exit status; stderr in err, stdout in out. */
 static int nv(const char *args, const char *in, const char *outfile)
 {
-	char cmd[4096], errf[600], outf[600];
-	FILE *f;
-	size_t n;
-	int st;
-
-	snprintf(errf, sizeof(errf), "%s/nv.err", tb.dir);
-	snprintf(outf, sizeof(outf), "%s/nv.out", tb.dir);
-	snprintf(cmd, sizeof(cmd), "'%s' %s --socket '%s/nvmevol-admin.sock' < '%s' > '%s' 2> '%s'", bin(), args, tb.dir,
-		 in ? in : "/dev/null", outfile ? outfile : outf, errf);
-	st = system(cmd);
-	f = fopen(errf, "r");
-	n = f ? fread(err, 1, sizeof(err) - 1, f) : 0;
-	err[n] = '\0';
-	if (f)
-		fclose(f);
-	f = outfile ? NULL : fopen(outf, "r");
-	n = f ? fread(out, 1, sizeof(out) - 1, f) : 0;
-	out[n] = '\0';
-	if (f)
-		fclose(f);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return testbed_shell(&tb, args, in, outfile, out, sizeof(out), err, sizeof(err));
 }
 
 static void create_volume(const char *name, const char *opts)
@@ -568,46 +548,117 @@ static void setup_quota(void)
 
 TestSuite(daemon_send_quota, .init = setup_quota, .fini = teardown, .timeout = 300);
 
-/*
- * The receive's copy of the base snapshot is in the volume's project until
- * the swap, and the command writes the changes into it as root: measured in
- * the qemu guest, a receive past size= (the volume's 16 MiB, the copy's 16 and
- * 16 rewritten, against 40) goes through, as a rollback's copy does; after the
- * swap the volume is charged what it holds.
- */
-Test(daemon_send_quota, an_incremental_receive_is_not_held_by_size_while_both_states_exist)
+/* Bytes charged to volume @name's project (Get's Status.quota.used_bytes). */
+static long long used_bytes(const char *name)
+{
+	json_t *q;
+
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"%s\"}", name), 0, "%s", client_err(&rep));
+	q = json_object_get(json_object_get(json_object_get(rep.json, "Volume"), "Status"), "quota");
+	cr_assert(json_is_integer(json_object_get(q, "used_bytes")), "no quota usage in Status: %s", rep.body);
+	return json_integer_value(json_object_get(q, "used_bytes"));
+}
+
+/* @mib MiB of @fill written at @off_mib MiB of @dir/@rel (made if missing), in 1 MiB writes, fsynced. */
+static void fill(const char *dir, const char *rel, int off_mib, int mib, char fill_byte)
 {
 	static char block[1 << 20];
-	char vol[512], full[600], incr[600], s[700], dst[512], p[600];
+	char p[600];
 	int fd;
+
+	memset(block, fill_byte, sizeof(block));
+	path_of(dir, rel, p, sizeof(p));
+	fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	cr_assert_geq(fd, 0, "%s: %s", p, strerror(errno));
+	for (int i = 0; i < mib; i++)
+		cr_assert_eq(pwrite(fd, block, sizeof(block), (off_t)(off_mib + i) << 20), (ssize_t)sizeof(block));
+	cr_assert_eq(fsync(fd), 0);
+	close(fd);
+}
+
+/*
+ * Volume qs (a file f of @vol_mib MiB) with snapshot s1, received as qd with size=40M; then
+ * @rewrite_mib MiB of f rewritten and @add_mib MiB added in a new file g, snapshot s2, and the
+ * incremental stream s1 -> s2 in *incr. The receiver's usage before it is returned.
+ */
+static long long quota_pair(int vol_mib, int rewrite_mib, int add_mib, char *incr, size_t len)
+{
+	char vol[512], full[600];
+	long long before;
 
 	create_volume("qs", "");
 	testbed_volume_dir(&tb, 0, "qs", vol, sizeof(vol));
-	path_of(vol, "f", p, sizeof(p));
-	fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-	for (int i = 0; i < 16; i++)
-		cr_assert_eq(write(fd, block, sizeof(block)), (ssize_t)sizeof(block));
-	cr_assert_eq(fsync(fd), 0);
-	close(fd);
+	fill(vol, "f", 0, vol_mib, 0x11);
 	snapshot("qs", "s1");
 	snprintf(full, sizeof(full), "%s/q-full", tb.dir);
-	snprintf(incr, sizeof(incr), "%s/q-incr", tb.dir);
+	snprintf(incr, len, "%s/q-incr", tb.dir);
 	send_to(full, "qs", "s1", NULL);
 	cr_assert_eq(receive_from(full, "qd", "-o size=40M"), 0, "%s", err);
-	/* Rewrite all of it: the incremental carries 16 MiB. */
-	memset(block, 0x5a, sizeof(block));
-	fd = open(p, O_WRONLY | O_CLOEXEC);
-	for (int i = 0; i < 16; i++)
-		cr_assert_eq(write(fd, block, sizeof(block)), (ssize_t)sizeof(block));
-	cr_assert_eq(fsync(fd), 0);
-	close(fd);
+	before = used_bytes("qd");
+	if (rewrite_mib)
+		fill(vol, "f", 0, rewrite_mib, 0x5a);
+	if (add_mib)
+		fill(vol, "g", 0, add_mib, 0x33);
 	snapshot("qs", "s2");
 	send_to(incr, "qs", "s2", "s1");
-	testbed_volume_dir(&tb, 0, "qd", dst, sizeof(dst));
-	/* 16 (volume) + 16 (copy) + 16 (rewritten) MiB > 40 MiB. */
+	return before;
+}
+
+/*
+ * While the records go in, the receive's copy of the base snapshot is in project 0, as the
+ * snapshot itself; at the commit it is charged to the volume (as root: XFS lets that pass the
+ * hard limit) and the previous state leaves the project before the trash deletes it. So what
+ * size= holds is the state the volume becomes, never both at once: measured in the qemu guest,
+ * a copy charged from the start made 16 MiB of a 40M volume count 32 (then 40 while 16 were
+ * rewritten), and a volume over half its size= could not receive a single changed block.
+ */
+Test(daemon_send_quota, an_incremental_receive_rewriting_a_volume_is_charged_what_it_becomes)
+{
+	char incr[600], s[700], dst[512];
+	long long before, after;
+
+	before = quota_pair(16, 16, 0, incr, sizeof(incr));
 	cr_assert_eq(receive_from(incr, "qd", NULL), 0, "%s", err);
+	testbed_volume_dir(&tb, 0, "qd", dst, sizeof(dst));
 	snapdata("qs", "s2", s, sizeof(s));
-	compare(s, dst, "after a receive past size= while both states existed");
+	compare(s, dst, "after a receive that rewrote all of a volume with size=");
+	after = used_bytes("qd");
+	/* At the answer: the new state's 16 MiB, not the previous state's as well (it is in the trash). */
+	cr_assert_leq(after, before + (1 << 20), "the volume is charged %lld bytes after the receive, %lld before",
+		      after, before);
 	cr_assert_eq(ADMIN("volume", "show", "qd", "--json"), 0, "%s", err);
 	cr_assert(strstr(out, "\"size\": \"40M\""), "%s", out);
+}
+
+/* 24 MiB of size=40M: a copy charged while the records went in made it 48, and the first write failed (main). */
+Test(daemon_send_quota, a_volume_over_half_its_size_receives_an_incremental_stream)
+{
+	char incr[600], s[700], dst[512];
+	long long after;
+
+	(void)quota_pair(24, 8, 8, incr, sizeof(incr));
+	cr_assert_eq(receive_from(incr, "qd", NULL), 0, "%s", err);
+	testbed_volume_dir(&tb, 0, "qd", dst, sizeof(dst));
+	snapdata("qs", "s2", s, sizeof(s));
+	compare(s, dst, "after a receive into a volume over half its size=");
+	after = used_bytes("qd");
+	cr_assert(after >= (32ll << 20) && after <= (33ll << 20), "the volume holds 32 MiB, charged %lld bytes", after);
+}
+
+/* 16 MiB + 32 MiB new > 40M: refused at the commit, naming size= and the resize; the volume as it was. */
+Test(daemon_send_quota, a_received_state_larger_than_size_is_refused_and_changes_nothing)
+{
+	char incr[600], s[700], dst[512], p[800];
+	long long before;
+
+	before = quota_pair(16, 0, 32, incr, sizeof(incr));
+	cr_assert_eq(receive_from(incr, "qd", NULL), 1, "a 48 MiB state went into size=40M: %s", err);
+	cr_assert(strstr(err, "more than its size=40M") && strstr(err, "volume resize qd"), "%s", err);
+	testbed_volume_dir(&tb, 0, "qd", dst, sizeof(dst));
+	snapdata("qs", "s1", s, sizeof(s));
+	compare(s, dst, "after a refused receive");
+	cr_assert_leq(used_bytes("qd"), before + (1 << 20));
+	testbed_part_mountpoint(&tb, 0, p, sizeof(p));
+	strcat(p, "/nvmevol/snapshots/qd");
+	cr_assert_eq(testbed_count_entries(p), 2, "only meta/ and data/ are left in %s", p);
 }

@@ -306,6 +306,8 @@ int send_record_parse(uint32_t type, const uint8_t *payload, size_t len, SendRec
 
 /* ---- writing ---- */
 
+static int flush(SendWriter *w);
+
 int send_writer_init(SendWriter *w, int fd, volatile sig_atomic_t *stop)
 {
 	*w = (SendWriter){ .fd = fd, .stop = stop };
@@ -322,6 +324,9 @@ int send_writer_init(SendWriter *w, int fd, volatile sig_atomic_t *stop)
 
 void send_writer_done(SendWriter *w)
 {
+	/* The whole records given so far go out (a stream without its end is still read up to there). */
+	w->len = w->start;
+	(void)flush(w);
 	free(w->buf);
 	w->buf = NULL;
 }
@@ -354,31 +359,49 @@ static int put_str(SendWriter *w, const char *s)
 
 static int begin(SendWriter *w, uint32_t type)
 {
-	w->len = 0;
+	w->start = w->len;
 	if (put_u(w, type, 4) < 0 || put_u(w, 0, 4) < 0)
 		return -ENOMEM;
 	return 0;
 }
 
-/* Fills in the length, appends the CRC, writes it out. */
+static int flush(SendWriter *w)
+{
+	int r = w->len ? write_all(w->fd, w->buf, w->len) : 0;
+
+	w->len = w->start = 0;
+	return r;
+}
+
+/*
+ * Fills in the length, appends the CRC; the records go out once SEND_WRITER_BATCH bytes are
+ * waiting (a write per record was four syscalls per small file of a full stream).
+ */
 static int finish(SendWriter *w, int r)
 {
-	uint8_t c[4];
+	uint8_t *rec, c[4];
+	size_t n;
 
-	if (r < 0)
+	if (r == 0 && w->stop && *w->stop)
+		r = -EINTR;
+	if (r < 0) {
+		w->len = w->start; /* never a part of a record */
 		return r;
-	if (w->stop && *w->stop)
-		return -EINTR;
-	le_put(w->buf + 4, w->len - 8, 4);
-	le_put(c, crc32c(0, w->buf, w->len), 4);
-	if ((r = put_raw(w, c, 4)) < 0)
+	}
+	rec = w->buf + w->start;
+	n = w->len - w->start;
+	le_put(rec + 4, n - 8, 4);
+	le_put(c, crc32c(0, rec, n), 4);
+	if ((r = put_raw(w, c, 4)) < 0) {
+		w->len = w->start;
 		return r;
-	if (write_all(w->fd, w->buf, w->len) < 0)
-		return negative_errno();
-	w->crc = crc32c(w->crc, w->buf, w->len);
-	w->bytes += w->len;
+	}
+	n += 4;
+	w->crc = crc32c(w->crc, w->buf + w->start, n);
+	w->bytes += n;
 	w->records++;
-	return 0;
+	w->start = w->len;
+	return w->len >= SEND_WRITER_BATCH ? flush(w) : 0;
 }
 
 int send_put_header(SendWriter *w, const char *json)
@@ -504,7 +527,8 @@ int send_put_end(SendWriter *w)
 		r = put_u(w, bytes, 8);
 	if (r == 0)
 		r = put_u(w, crc, 4);
-	return finish(w, r);
+	r = finish(w, r);
+	return r == 0 ? flush(w) : r;
 }
 
 /* ---- reading ---- */

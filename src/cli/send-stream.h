@@ -30,6 +30,7 @@
 #define SEND_PATH_MAX 4095
 #define SEND_HEADER_MAX (64u * 1024)          /* the JSON header */
 #define SEND_WRITE_MAX (1u << 20)             /* data of one WRITE record */
+#define SEND_WRITER_BATCH (256u << 10)        /* records are written out in batches of this many bytes */
 #define SEND_RECORD_MAX (SEND_WRITE_MAX + 2 * SEND_PATH_MAX + 128 * 1024)
 #define SEND_XATTRS_MAX 256                   /* attributes of one inode */
 #define SEND_XATTR_VALUE_MAX 65536
@@ -88,14 +89,18 @@ typedef struct SendWriter {
 	uint64_t bytes;   /* written so far */
 	uint64_t records;
 	volatile sig_atomic_t *stop;
-	uint8_t *buf;     /* one record being built */
-	size_t len, cap;
+	uint8_t *buf;     /* whole records not written yet, then the one being built (from start) */
+	size_t len, cap, start;
 } SendWriter;
 
 int send_writer_init(SendWriter *w, int fd, volatile sig_atomic_t *stop);
+/* Writes out the whole records still waiting (send_put_end() wrote them already), frees the buffer. */
 void send_writer_done(SendWriter *w);
 
-/* Each writes one record; -errno (-EINTR when *stop was set, -EPIPE when the reader went). */
+/*
+ * Each adds one record; -errno (-EINTR when *stop was set, -EPIPE when the reader went). Records go
+ * out in batches of SEND_WRITER_BATCH bytes, and all of them with the end record.
+ */
 int send_put_header(SendWriter *w, const char *json);
 int send_put_path(SendWriter *w, uint32_t type, const char *path, uint32_t mode);          /* MKDIR, CREATE, UNLINK, RMDIR */
 int send_put_two(SendWriter *w, uint32_t type, const char *path, const char *target);     /* SYMLINK, LINK, RENAME */

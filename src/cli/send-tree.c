@@ -33,6 +33,22 @@ typedef struct Rename {
 	char *new_path, *old_path;
 } Rename;
 
+/* A changed range of a file waiting to be sent. */
+typedef struct Range {
+	uint64_t off, len;
+	bool hole;
+} Range;
+
+/*
+ * Changed ranges are queued and their reads started (WILLNEED) before the first is read: scattered
+ * blocks of a snapshot that is not in the page cache (a database's pages since the last pass) are
+ * then read with many requests in flight, not one random read at a time (tests/bench/RESULTS.md §8).
+ * Up to this many ranges, or this many bytes of small ranges, a batch.
+ */
+#define PREFETCH_RANGES 1024
+#define PREFETCH_RANGE_MAX (1u << 20) /* longer ranges are read ahead by the kernel's own sequential readahead */
+#define PREFETCH_BYTES (64u << 20)
+
 typedef struct Sender {
 	DirCursor new, old;
 	bool has_old;
@@ -50,6 +66,9 @@ typedef struct Sender {
 	Rename *renames;
 	size_t n_renames, cap_renames;
 	char stash[64];
+	Range *queue; /* PREFETCH_RANGES: the current file's changed ranges not sent yet */
+	size_t n_queue;
+	uint64_t queued; /* bytes of them being read ahead */
 } Sender;
 
 static void level_free(Level *l)
@@ -96,24 +115,29 @@ static int push_level(Sender *s, const char *path, bool old, const struct stat *
 	return 0;
 }
 
-static int xattrs_of(int dirfd, const char *name, void **ret, size_t *ret_len)
+/* The attributes of @fd if open (>= 0), else of @name in @dirfd. */
+static int xattrs_of(int fd, int dirfd, const char *name, void **ret, size_t *ret_len)
 {
-	XattrTarget t = { .fd = -EBADF, .dirfd = dirfd, .name = name };
+	XattrTarget t = { .fd = fd, .dirfd = dirfd, .name = name };
 	int r = xattr_blob_read(&t, ret, ret_len);
 
 	/* A filesystem without attributes has none to send. */
 	return r == -EOPNOTSUPP ? 0 : r;
 }
 
-/* SETATTR of @name (new tree, at the cursor) when it differs from the old one's (@old NULL: always). */
-static int send_meta(Sender *s, const char *path, int new_dir, const char *name, const struct stat *st,
-		     int old_dir, const struct stat *old, bool force)
+/*
+ * SETATTR of @name (new tree, at the cursor) when it differs from the old one's (@old NULL: always);
+ * the attributes are read through @new_fd and @old_fd when they are open (a regular file's are:
+ * two opens and closes less per file).
+ */
+static int send_meta_fd(Sender *s, const char *path, int new_dir, int new_fd, const char *name, const struct stat *st,
+			int old_dir, int old_fd, const struct stat *old, bool force)
 {
 	_cleanup_free_ void *a = NULL, *b = NULL;
 	size_t alen = 0, blen = 0;
 	int r;
 
-	r = xattrs_of(new_dir, name, &a, &alen);
+	r = xattrs_of(new_fd, new_dir, name, &a, &alen);
 	if (r < 0)
 		return errmsg_set(&s->why, r, "cannot read the attributes of %s: %s", path, errno_str(r));
 	if (!force && old) {
@@ -121,7 +145,7 @@ static int send_meta(Sender *s, const char *path, int new_dir, const char *name,
 		    (old->st_mode & 07777) == (st->st_mode & 07777) && old->st_mtim.tv_sec == st->st_mtim.tv_sec &&
 		    old->st_mtim.tv_nsec == st->st_mtim.tv_nsec && old->st_atim.tv_sec == st->st_atim.tv_sec &&
 		    old->st_atim.tv_nsec == st->st_atim.tv_nsec) {
-			r = xattrs_of(old_dir, name, &b, &blen);
+			r = xattrs_of(old_fd, old_dir, name, &b, &blen);
 			if (r < 0)
 				return errmsg_set(&s->why, r, "cannot read the attributes of %s: %s", path, errno_str(r));
 			if (xattr_blob_equal(a, alen, b, blen))
@@ -131,6 +155,12 @@ static int send_meta(Sender *s, const char *path, int new_dir, const char *name,
 	return send_put_setattr(&s->w, path, st, a, alen);
 }
 
+static int send_meta(Sender *s, const char *path, int new_dir, const char *name, const struct stat *st,
+		     int old_dir, const struct stat *old, bool force)
+{
+	return send_meta_fd(s, path, new_dir, -EBADF, name, st, old_dir, -EBADF, old, force);
+}
+
 typedef struct Ranges {
 	Sender *s;
 	const char *path;
@@ -138,12 +168,12 @@ typedef struct Ranges {
 } Ranges;
 
 /* One changed range of a file: its data (read now) in WRITE records, or a HOLE. */
-static int send_range(void *userdata, uint64_t offset, uint64_t length, bool hole)
+static int send_one(Ranges *g, const Range *rg)
 {
-	Ranges *g = userdata;
 	Sender *s = g->s;
+	uint64_t offset = rg->off, length = rg->len;
 
-	if (hole)
+	if (rg->hole)
 		return send_put_range(&s->w, SEND_HOLE, g->path, offset, length);
 	while (length > 0) {
 		size_t n = (size_t)(length < SEND_WRITE_MAX ? length : SEND_WRITE_MAX);
@@ -162,6 +192,32 @@ static int send_range(void *userdata, uint64_t offset, uint64_t length, bool hol
 		length -= (uint64_t)k;
 	}
 	return 0;
+}
+
+/* Sends the queued ranges, in order. */
+static int send_queued(Ranges *g)
+{
+	int r = 0;
+
+	for (size_t i = 0; r == 0 && i < g->s->n_queue; i++)
+		r = send_one(g, &g->s->queue[i]);
+	g->s->n_queue = 0;
+	g->s->queued = 0;
+	return r;
+}
+
+/* clone_file_diff()'s callback: queues the range, starting the read of a short one. */
+static int send_range(void *userdata, uint64_t offset, uint64_t length, bool hole)
+{
+	Ranges *g = userdata;
+	Sender *s = g->s;
+
+	s->queue[s->n_queue++] = (Range){ offset, length, hole };
+	if (!hole && length <= PREFETCH_RANGE_MAX) {
+		(void)posix_fadvise(g->fd, (off_t)offset, (off_t)length, POSIX_FADV_WILLNEED);
+		s->queued += length;
+	}
+	return s->n_queue == PREFETCH_RANGES || s->queued >= PREFETCH_BYTES ? send_queued(g) : 0;
 }
 
 static int open_file(int dirfd, const char *name)
@@ -257,6 +313,10 @@ static int send_file(Sender *s, const char *path, const char *name, const struct
 		old = NULL;
 	}
 	r = clone_file_diff(fd, (uint64_t)st->st_size, ofd, send_range, &g);
+	if (r == 0)
+		r = send_queued(&g);
+	s->n_queue = 0; /* what an error left queued is dropped with the stream */
+	s->queued = 0;
 	if (r < 0)
 		return s->why ? r : errmsg_set(&s->why, r, "cannot compare the extents of %s: %s", path, errno_str(r));
 	if (!old || old->st_size != st->st_size)
@@ -264,8 +324,8 @@ static int send_file(Sender *s, const char *path, const char *name, const struct
 			return r;
 	/* A renamed file's old attributes are read by its old name's directory: compare the stat alone. */
 	if (ofd >= 0 && old == &ost)
-		return send_meta(s, path, dircursor_fd(&s->new), name, st, -EBADF, NULL, true);
-	return send_meta(s, path, dircursor_fd(&s->new), name, st, dircursor_fd(&s->old), old, false);
+		return send_meta_fd(s, path, dircursor_fd(&s->new), fd, name, st, -EBADF, -EBADF, NULL, true);
+	return send_meta_fd(s, path, dircursor_fd(&s->new), fd, name, st, dircursor_fd(&s->old), ofd, old, false);
 }
 
 static int send_delete(Sender *s, const char *path, const struct stat *old)
@@ -640,13 +700,18 @@ int send_tree(int new_fd, int old_fd, const char *header_json, int out, volatile
 	int r;
 
 	s.buf = malloc(SEND_WRITE_MAX);
-	if (!s.buf)
+	s.queue = malloc(PREFETCH_RANGES * sizeof(*s.queue));
+	if (!s.buf || !s.queue) {
+		free(s.buf);
+		free(s.queue);
 		return -ENOMEM;
+	}
 	r = dircursor_init(&s.new, new_fd);
 	if (r == 0)
 		r = dircursor_init(&s.old, s.has_old ? old_fd : new_fd);
 	if (r < 0) {
 		free(s.buf);
+		free(s.queue);
 		return errmsg_set(reterr_msg, r, "cannot open the snapshots: %s", errno_str(r));
 	}
 	r = send_writer_init(&s.w, out, stop);
@@ -679,6 +744,7 @@ int send_tree(int new_fd, int old_fd, const char *header_json, int out, volatile
 	dircursor_done(&s.new);
 	dircursor_done(&s.old);
 	free(s.buf);
+	free(s.queue);
 	free(s.why);
 	if (ret_stats)
 		*ret_stats = s.st;

@@ -340,21 +340,26 @@ static int regions_of(int fd, uint64_t size, Region **ret, size_t *ret_n, bool *
 	return 0;
 }
 
+/* File data is read straight into the output buffer: no copy between the two. */
 static int copy_range(Writer *w, int fd, uint64_t off, uint64_t len)
 {
-	static char chunk[1u << 20];
-
 	while (len > 0) {
-		size_t k = len < sizeof(chunk) ? (size_t)len : sizeof(chunk);
-		int r = pread_all(fd, chunk, k, off);
+		size_t room = OUT_BUF - w->olen, k;
+		int r;
 
+		if (room == 0) {
+			r = out_flush(w);
+			if (r < 0)
+				return r;
+			room = OUT_BUF;
+		}
+		k = len < room ? (size_t)len : room;
+		r = pread_all(fd, w->obuf + w->olen, k, off);
 		if (r == -ENODATA)
 			return errmsg_set(&w->why, -EIO, "a file got shorter while it was read");
 		if (r < 0)
 			return r;
-		r = out_write(w, chunk, k);
-		if (r < 0)
-			return r;
+		w->olen += k;
 		off += k;
 		len -= k;
 		w->st.bytes += k;

@@ -186,9 +186,12 @@ int manager_snapshot_remove_by_move(Manager *m, Volume *v, char **reterr_msg);
 PartitionFs *manager_snapshot_writable_fs(Manager *m, Volume *v, const char *what, char **reterr_msg);
 /* Moves @name of @dirfd to the trash and queues it. */
 int manager_snapshot_discard_dir(Manager *m, Volume *v, PartitionFs *fs, int dirfd, const char *name);
-/* A block-sharing copy of snapshot @s in snapshots/<volume>/@dir, in the volume's project (no freeze). */
+/*
+ * A block-sharing copy of snapshot @s in snapshots/<volume>/@dir (no freeze): with @charge in the
+ * volume's project, else in project 0 as the snapshot (a receive charges it at its commit).
+ */
 int manager_snapshot_build_copy(Manager *m, Volume *v, PartitionFs *fs, const VolumeSnapshot *s, const char *dir,
-				char **reterr_msg);
+				bool charge, char **reterr_msg);
 /* Takes snapshot @snap of @v (the frozen path) with ID @id (NULL: a new one). */
 int manager_snapshot_take_locked(Manager *m, Volume *v, const char *snap, const char *id, bool by_move,
 				 char **reterr_msg);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "manager/manager-internal.h"
+#include "pool/sizelimit.h"
 #include "util/alloc-util.h"
 #include "util/errmsg.h"
 #include "util/fs-util.h"
@@ -93,7 +94,8 @@ static int open_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	}
 	snprintf(token, sizeof(token), "%016llx", (unsigned long long)rnd);
 	dir_name(token, dir);
-	r = manager_snapshot_build_copy(m, v, fs, base, dir, reterr_msg);
+	/* In project 0 while the records go in: only the state it becomes is the volume's to hold to size=. */
+	r = manager_snapshot_build_copy(m, v, fs, base, dir, false, reterr_msg);
 	snprintf(path, sizeof(path), "%s/%s", v->name, dir);
 	snaps_fd = openat(fs->snapshots_fd, v->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (snaps_fd < 0) {
@@ -177,6 +179,58 @@ static int find_receive(Manager *m, Volume *v, PartitionFs *fs, const char *toke
 	return 0;
 }
 
+/*
+ * Gives the tree @dir of @dirfd project @projid (0: uncharged), as root: XFS lets that charge pass a
+ * hard limit, so the commit never fails for the moment the volume holds both states. Nothing when
+ * the volume has no project ID.
+ */
+static int charge_tree(PartitionFs *fs, int dirfd, const char *dir, uint32_t projid, char **reterr_msg)
+{
+	_cleanup_close_ int fd = -EBADF;
+	uint64_t tagged = 0;
+
+	fd = openat(dirfd, dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errmsg_set(reterr_msg, negative_errno(), "cannot open the receive's tree: %s", errno_str(errno));
+	return sizelimit_tag_tree(fs, fd, projid, &tagged, reterr_msg);
+}
+
+/*
+ * Before the swap: the received state goes into the volume's project (as root, so the moment both
+ * states exist cannot fail), and is refused when it alone would not fit in the volume's size= or
+ * inodes=, measured as what the charge added (no usage readable, no quota: charged, not measured).
+ */
+static int charge_received(Volume *v, PartitionFs *fs, int snaps_fd, const char *dir, char **reterr_msg)
+{
+	uint64_t b0 = 0, i0 = 0, b1 = 0, i1 = 0, bytes, inodes;
+	bool measured;
+	char limit[32];
+	int r;
+
+	if (!v->projid)
+		return 0;
+	measured = (v->opts->size_bytes || v->opts->inodes) && sizelimit_usage(fs, v->projid, &b0, &i0) == 0;
+	r = charge_tree(fs, snaps_fd, dir, v->projid, reterr_msg);
+	if (r < 0 || !measured || sizelimit_usage(fs, v->projid, &b1, &i1) < 0)
+		return r;
+	bytes = b1 > b0 ? b1 - b0 : 0;
+	inodes = i1 > i0 ? i1 - i0 : 0;
+	if ((!v->opts->size_bytes || bytes <= v->opts->size_bytes) && (!v->opts->inodes || inodes <= v->opts->inodes))
+		return 0;
+	(void)charge_tree(fs, snaps_fd, dir, 0, NULL);
+	if (v->opts->size_bytes && bytes > v->opts->size_bytes) {
+		format_size(v->opts->size_bytes, limit, sizeof(limit));
+		return errmsg_set(reterr_msg, -ENOSPC, "the received state of volume %s takes %llu bytes (%.1f MiB), more "
+				  "than its size=%s: raise it ('nvmevol volume resize %s SIZE') and receive again; "
+				  "nothing was changed", v->name, (unsigned long long)bytes, bytes / 1048576.0, limit,
+				  v->name);
+	}
+	return errmsg_set(reterr_msg, -ENOSPC, "the received state of volume %s has %llu files and directories, more "
+			  "than its inodes=%llu: raise it ('nvmevol volume resize %s --inodes N') and receive again; "
+			  "nothing was changed", v->name, (unsigned long long)inodes, (unsigned long long)v->opts->inodes,
+			  v->name);
+}
+
 static int commit_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 {
 	RecvArgs *a = userdata;
@@ -204,7 +258,8 @@ static int commit_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 			       "containers that use it, then receive again (nothing was changed)", v->name, use);
 	else if (fstatat(snaps_fd, dir, &root, AT_SYMLINK_NOFOLLOW) < 0)
 		r = errmsg_set(reterr_msg, negative_errno(), "cannot look at the receive: %s", errno_str(errno));
-	else if (renameat2(snaps_fd, dir, fs->volumes_fd, v->name, RENAME_EXCHANGE) < 0)
+	else if ((r = charge_received(v, fs, snaps_fd, dir, reterr_msg)) == 0 &&
+		 renameat2(snaps_fd, dir, fs->volumes_fd, v->name, RENAME_EXCHANGE) < 0)
 		/* The commit point: one atomic swap. The previous state is now in receive-TOKEN. */
 		r = errmsg_set(reterr_msg, negative_errno(), "cannot swap volume %s with the received state: %s",
 			       v->name, errno_str(errno));
@@ -217,6 +272,14 @@ static int commit_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	/* A directory moved to another parent gets new times: the stream's, again. */
 	(void)utimensat(fs->volumes_fd, v->name, (const struct timespec[2]){ root.st_atim, root.st_mtim },
 			AT_SYMLINK_NOFOLLOW);
+	/* The previous state leaves the volume's project before the trash deletes it: the volume holds what it has. */
+	if (v->projid) {
+		_cleanup_free_ char *why = NULL;
+
+		if (charge_tree(fs, snaps_fd, dir, 0, &why) < 0)
+			log_warning("volume %s: the state before the receive stays charged to it until the trash deletes "
+				    "it: %s", v->name, why ? why : "?");
+	}
 	if (manager_snapshot_discard_dir(m, v, fs, snaps_fd, dir) < 0)
 		log_warning("volume %s: the state before the receive stays in nvmevol/snapshots/%s/%s until the next start",
 			    v->name, v->name, dir);

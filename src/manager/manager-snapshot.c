@@ -681,7 +681,7 @@ int manager_snapshot_remove_by_move(Manager *m, Volume *v, char **reterr_msg)
 
 /* Builds the snapshot's copy in snapshots/<volume>/@dir, in the volume's project. */
 static int build_copy(Manager *m, Volume *v, PartitionFs *fs, SnapDir *d, const VolumeSnapshot *s, const char *dir,
-		      char **reterr_msg)
+		      bool charge, char **reterr_msg)
 {
 	_cleanup_close_ int sfd = -EBADF, rfd = -EBADF;
 	_cleanup_free_ char *why = NULL;
@@ -700,13 +700,13 @@ static int build_copy(Manager *m, Volume *v, PartitionFs *fs, SnapDir *d, const 
 	if (rfd < 0)
 		return errmsg_set(reterr_msg, negative_errno(), "cannot open nvmevol/snapshots/%s/%s: %s", v->name, dir,
 				  errno_str(errno));
-	/* Nothing writes to a snapshot: no freeze. Its files come in project 0 and are charged below. */
+	/* Nothing writes to a snapshot: no freeze. Its files come in project 0 (and are charged below if asked). */
 	p.src_fd = sfd;
 	p.dst_fd = rfd;
 	r = clone_tree(&p, &st, &why);
 	if (r < 0)
 		return errmsg_set(reterr_msg, r, "cannot copy snapshot %s: %s", s->name, why ? why : errno_str(r));
-	if (v->projid) {
+	if (charge && v->projid) {
 		/*
 		 * Tagged as root (CAP_FOWNER): XFS lets the charge pass a hard limit,
 		 * so a rollback never fails for the moment the volume holds both states.
@@ -721,7 +721,7 @@ static int build_copy(Manager *m, Volume *v, PartitionFs *fs, SnapDir *d, const 
 }
 
 int manager_snapshot_build_copy(Manager *m, Volume *v, PartitionFs *fs, const VolumeSnapshot *s, const char *dir,
-				char **reterr_msg)
+				bool charge, char **reterr_msg)
 {
 	SnapDir d = SNAPDIR_NULL;
 	int r;
@@ -729,7 +729,7 @@ int manager_snapshot_build_copy(Manager *m, Volume *v, PartitionFs *fs, const Vo
 	r = snapstore_open(fs, v->name, false, &d);
 	if (r < 0)
 		return errmsg_set(reterr_msg, r, "cannot open nvmevol/snapshots/%s: %s", v->name, errno_str(r));
-	r = build_copy(m, v, fs, &d, s, dir, reterr_msg);
+	r = build_copy(m, v, fs, &d, s, dir, charge, reterr_msg);
 	snapdir_done(&d);
 	return r;
 }
@@ -795,7 +795,7 @@ static int rollback_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	}
 	/* A leftover of an interrupted rollback is never the live volume. */
 	(void)manager_snapshot_discard_dir(m, v, fs, d.vol_fd, SNAPSTORE_ROLLBACK);
-	r = build_copy(m, v, fs, &d, s, SNAPSTORE_ROLLBACK, reterr_msg);
+	r = build_copy(m, v, fs, &d, s, SNAPSTORE_ROLLBACK, true, reterr_msg);
 	if (r < 0) {
 		(void)manager_snapshot_discard_dir(m, v, fs, d.vol_fd, SNAPSTORE_ROLLBACK);
 		goto out;
@@ -990,6 +990,8 @@ int manager_export_close(Manager *m, const char *name, const char *token, json_t
 
 typedef struct LoadCtx {
 	Volume *v;
+	const VolumeSnapshot *older; /* snapshots of an earlier volume of this name: reported once, not as orphans */
+	size_t n_older;
 } LoadCtx;
 
 static void damaged_record(const char *file, const char *why, void *userdata)
@@ -1004,6 +1006,10 @@ static int orphan_data(const char *name, void *userdata)
 {
 	LoadCtx *c = userdata;
 
+	for (size_t i = 0; i < c->n_older; i++)
+		if (streq(c->older[i].name, name))
+			return 0;
+
 	log_warning("volume %s: nvmevol/snapshots/%s/data/%s has no snapshot record; left alone (not a snapshot)",
 		    c->v->name, c->v->name, name);
 	return 0;
@@ -1013,7 +1019,7 @@ void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover)
 {
 	LoadCtx c = { .v = v };
 	SnapDir d = SNAPDIR_NULL;
-	VolumeSnapshot *snaps = NULL;
+	VolumeSnapshot *snaps = NULL, *older = NULL;
 	struct stat st;
 	size_t n = 0, k = 0;
 	int r;
@@ -1031,9 +1037,30 @@ void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover)
 		snapdir_done(&d);
 		return;
 	}
+	older = calloc(n ? n : 1, sizeof(*older));
+	if (!older) {
+		log_error("volume %s: out of memory loading its snapshots", v->name);
+		free(snaps);
+		snapdir_done(&d);
+		return;
+	}
 	for (size_t i = 0; i < n; i++) {
 		VolumeSnapshot *s = &snaps[i];
 
+		/*
+		 * Older than the volume: a snapshot of an earlier volume of this name, which an nvmevol that
+		 * could not read its record (one without snapshot IDs, or 0.1, which has no snapshots) let
+		 * be removed. Never this volume's to list or roll back to; its data is left alone.
+		 */
+		if (s->state == SNAPSHOT_COMMITTED && v->created_at > 0 && s->at < v->created_at) {
+			log_error("volume %s: snapshot %s is older than the volume (taken %lld, the volume created %lld): "
+				  "it belongs to an earlier volume of this name, removed while its snapshots could not be "
+				  "read (an older nvmevol); not listed and left alone in nvmevol/snapshots/%s/ (data/%s, "
+				  "meta/%s.json): copy what is needed from it, then delete both", v->name, s->name,
+				  (long long)s->at, (long long)v->created_at, v->name, s->name, s->name);
+			older[c.n_older++] = *s;
+			continue;
+		}
 		if (s->state == SNAPSHOT_COMMITTED && !(s->temporary && recover)) {
 			if (s->data_missing)
 				log_error("volume %s: snapshot %s is committed but its data directory is missing; listed "
@@ -1053,6 +1080,7 @@ void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover)
 		if (manager_snapshot_discard_dir(m, v, fs, d.data_fd, s->name) == 0)
 			(void)snapstore_delete(&d, s->name);
 	}
+	c.older = older;
 	if (recover) {
 		(void)snapstore_foreach_orphan(&d, snaps, k, orphan_data, &c);
 		manager_receive_cleanup(m, v, fs, d.vol_fd);
@@ -1062,6 +1090,7 @@ void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover)
 		}
 	}
 	snapdir_done(&d);
+	free(older);
 	if (k == 0) {
 		free(snaps);
 		snaps = NULL;

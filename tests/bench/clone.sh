@@ -38,33 +38,12 @@ BIN=$REPO/build/src/nvmevol
     { echo "clone.sh: build failed" >&2; exit 1; }
 RAW=$HERE/raw
 mkdir -p "$RAW"
-W=$(mktemp -d "${BENCH_TMP:-/var/tmp}/nvmevol-bench-clone.XXXXXX")
-PFX=nvbc$(printf '%04x' $((RANDOM)))
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
+bench_init clone
 IMG=$W/part.img
-DEV=
-PID=
-
-log() { printf '# %s\n' "$*" >&2; }
-
-cleanup() {
-    set +e
-    [ -n "$PID" ] && kill -TERM "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
-    for m in $(awk -v d="$W" 'index($5, d "/") == 1 { print $5 }' /proc/self/mountinfo | sort -r); do
-        fsfreeze --unfreeze "$m" 2>/dev/null
-        umount -l "$m"
-    done
-    [ -n "$DEV" ] && losetup -d "$DEV"
-    rm -rf "$W"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-api() { # ENDPOINT JSON: prints the reply; fails on an Err
-    local out
-    out=$(curl -s --unix-socket "$W/s.sock" -X POST -d "$2" "http://nvmevol/VolumeDriver.$1") || return 1
-    printf '%s\n' "$out"
-    ! grep -q '"Err":"[^"]' <<<"$out"
-}
+log() { bench_log "$@"; }
+api() { bench_api "$W" "$@"; } # prints the reply; fails on an Err
 
 # Seconds that a Create takes, request to reply.
 api_timed() {
@@ -114,18 +93,9 @@ PY
 size_bytes() { case $1 in *M) echo $(( ${1%M} << 20 )) ;; *G) echo $(( ${1%G} << 30 )) ;; esac; }
 
 start_daemon() {
-    mkdir -p "$W/state" "$W/prop" "$W/parts"
-    NVMEVOL_SOCKET=$W/s.sock NVMEVOL_STATE_DIR=$W/state NVMEVOL_PROPAGATED_MOUNT=$W/prop \
-        NVMEVOL_PARTITION_ROOT=$W/parts NVMEVOL_LABEL_PREFIX=$PFX NVMEVOL_SELFTEST=off \
-        NVMEVOL_CLONE_FREEZE_BUDGET_MS=10000 "$BIN" >>"$W/daemon.log" 2>&1 &
-    PID=$!
-    local i
-    for i in $(seq 1 300); do
-        api List '{}' >/dev/null 2>&1 && break
-        sleep 0.1
-    done
-    PARTS=$(ls -d "$W"/parts/*/ | head -1)
-    PARTS=${PARTS%/}
+    bench_daemon "$W" "$PFX" NVMEVOL_CLONE_FREEZE_BUDGET_MS=10000 || return 1
+    PID=${BENCH_PIDS[-1]}
+    PARTS=$BENCH_PARTS
 }
 
 bench_times() {
@@ -242,10 +212,9 @@ PY
 
 main() {
     local t0=$SECONDS
-    truncate -s 24G "$IMG"
-    DEV=$(losetup --find --show --direct-io=on "$IMG") || exit 1
-    mkfs.xfs -q -f -L "${PFX}a" "$DEV" || exit 1
-    start_daemon
+    bench_partition "$IMG" 24G "${PFX}a" --direct-io=on || exit 1
+    DEV=$BENCH_DEV
+    start_daemon || exit 1
     log "daemon $PID, partition $DEV at $PARTS; $(nproc) CPUs, kernel $(uname -r)"
     { echo "date=$(date -u +%FT%TZ) kernel=$(uname -r) cpus=$(nproc) reps=$REPS sizes=${SIZES[*]}"; } >"$RAW/clone-meta.txt"
     bench_times || exit 1

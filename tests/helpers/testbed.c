@@ -395,6 +395,21 @@ int testbed_admin(const Testbed *tb, const char *const *args, char *out, size_t 
 	return loopxfs_spawn_capture(argv, out, out_len, err, err_len);
 }
 
+int testbed_shell(const Testbed *tb, const char *args, const char *in, const char *outfile, char *out, size_t out_len,
+		  char *err, size_t err_len)
+{
+	char *cmd = NULL;
+	int st;
+
+	cr_assert_geq(asprintf(&cmd, "'%s' %s --socket '%s/nvmevol-admin.sock' < '%s'%s%s%s", daemon_binary(), args,
+			       tb->dir, in ? in : "/dev/null", outfile ? " > '" : "", outfile ? outfile : "",
+			       outfile ? "'" : ""),
+		      0);
+	st = loopxfs_spawn_capture((const char *const[]){ "/bin/sh", "-c", cmd, NULL }, out, out_len, err, err_len);
+	free(cmd);
+	return st;
+}
+
 int testbed_count_entries(const char *path)
 {
 	struct dirent *de;

@@ -104,6 +104,15 @@ long long testbed_write_bytes(const char *path, long long bytes, bool append, in
  */
 int testbed_admin(const Testbed *tb, const char *const *args, char *out, size_t out_len, char *err, size_t err_len);
 
+/*
+ * Runs `nvmevol ARGS --socket <tb's admin socket> < IN > OUT` through /bin/sh, for the streams of export,
+ * import, send and receive (@args is shell text: quote what needs it): the exit status; stderr in @err,
+ * stdout in @out unless @outfile takes it (then @out is ""). @in NULL reads /dev/null. Both buffers
+ * NUL-terminated, trailing newlines removed (loopxfs_spawn_capture()).
+ */
+int testbed_shell(const Testbed *tb, const char *args, const char *in, const char *outfile, char *out, size_t out_len,
+		  char *err, size_t err_len);
+
 /* The number of entries of directory @path but "." and ".."; a failed assertion if it cannot be read. */
 int testbed_count_entries(const char *path);
 
