@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The send stream's pure parts (src/cli/send-stream.c): every record type
+ * The send stream's pure parts (src/stream/send-stream.c): every record type
  * written and read back field for field; the path rules; the framing's
  * refusals (another magic or version, a flipped bit in any byte, a cut at
  * any byte, a record missing before the end, bytes after it, a second
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/send-stream.h"
+#include "stream/send-stream.h"
 #include "volume/snapshot.h"
 
 /* A stream of one record of each type, in memory (*ret_len bytes, malloc'd). */

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "clone/clone-file.h"
-#include "cli/send-tree.h"
+#include "stream/send-tree.h"
 #include "util/alloc-util.h"
 #include "util/dircursor.h"
 #include "util/errmsg.h"
