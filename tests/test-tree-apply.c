@@ -211,3 +211,30 @@ Test(tree_apply, a_failure_on_the_receiving_side_ends_the_walk_and_is_returned)
 	cr_assert(strstr(err, "f0000"), "the error does not name the file: %s", err);
 }
 
+/*
+ * A file of the old snapshot holding the same bytes and times as the new one's
+ * but in other blocks (as a snapshot's file is when the clone's frozen pass
+ * carried a change into it, or a copy): its ranges travel, and its times must
+ * be set again after they are written, though they did not change.
+ */
+Test(tree_apply, a_file_written_with_unchanged_times_gets_its_times_back)
+{
+	_cleanup_free_ char *err = NULL;
+	TreeApplyStats st = { 0 };
+	int r;
+
+	cr_assert_eq(mkdir(at(&a, "vol"), 0755), 0);
+	write_at(at(&a, "vol/f"), 'x', 0, 1u << 20, 0);
+	cr_assert_eq(mkdir(at(&a, "s1"), 0755), 0);
+	/* s1: vol's file copied (not reflinked): other blocks, the same bytes and times. */
+	cr_assert_eq(RUN("cp", "-a", "--reflink=never", at(&a, "vol/f"), at(&a, "s1/f")), 0);
+	cr_assert_eq(RUN("touch", "-r", at(&a, "vol"), at(&a, "s1")), 0);
+	snapshot(at(&a, "vol"), at(&a, "s2"));
+	cr_assert_eq(treecmp(at(&a, "s1"), at(&a, "s2"), TREECMP_SKIP_ROOT_META, why, sizeof(why)), 0, "%s", why);
+	cr_assert_eq(mkdir(at(&b, "copy"), 0700), 0);
+	cr_assert_eq(apply(at(&a, "s1"), NULL, at(&b, "copy"), &st, &err), 0, "%s", err ? err : "?");
+	sleep(1); /* a write now would give the file another time */
+	r = apply(at(&a, "s2"), at(&a, "s1"), at(&b, "copy"), &st, &err);
+	cr_assert_eq(r, 0, "%s", err ? err : strerror(-r));
+	cr_assert_eq(treecmp(at(&a, "s2"), at(&b, "copy"), 0, why, sizeof(why)), 0, "%s", why);
+}

@@ -135,6 +135,7 @@ typedef struct Ranges {
 	Sender *s;
 	const char *path;
 	int fd;
+	bool sent; /* a WRITE or HOLE went: the receiver's file got new times */
 } Ranges;
 
 /* One changed range of a file: its data (read now) in WRITE records, or a HOLE. */
@@ -143,6 +144,7 @@ static int send_range(void *userdata, uint64_t offset, uint64_t length, bool hol
 	Ranges *g = userdata;
 	Sender *s = g->s;
 
+	g->sent = true;
 	if (hole)
 		return send_put_range(&s->w, SEND_HOLE, g->path, offset, length);
 	while (length > 0) {
@@ -259,13 +261,21 @@ static int send_file(Sender *s, const char *path, const char *name, const struct
 	r = clone_file_diff(fd, (uint64_t)st->st_size, ofd, send_range, &g);
 	if (r < 0)
 		return s->why ? r : errmsg_set(&s->why, r, "cannot compare the extents of %s: %s", path, errno_str(r));
-	if (!old || old->st_size != st->st_size)
+	if (!old || old->st_size != st->st_size) {
+		g.sent = true;
 		if ((r = send_put_range(&s->w, SEND_TRUNCATE, path, (uint64_t)st->st_size, 0)) < 0)
 			return r;
-	/* A renamed file's old attributes are read by its old name's directory: compare the stat alone. */
+	}
+	/*
+	 * A renamed file's old attributes are read by its old name's directory:
+	 * compare the stat alone. A file written to has new times on the
+	 * receiver, even where the two snapshots' times are the same (the same
+	 * bytes in other blocks: a change the clone's frozen pass carried into a
+	 * snapshot): its metadata goes again.
+	 */
 	if (ofd >= 0 && old == &ost)
 		return send_meta(s, path, dircursor_fd(&s->new), name, st, -EBADF, NULL, true);
-	return send_meta(s, path, dircursor_fd(&s->new), name, st, dircursor_fd(&s->old), old, false);
+	return send_meta(s, path, dircursor_fd(&s->new), name, st, dircursor_fd(&s->old), old, g.sent);
 }
 
 static int send_delete(Sender *s, const char *path, const struct stat *old)
