@@ -233,3 +233,24 @@ Test(send_stream, a_snapshot_record_keeps_its_id_and_one_without_is_an_older_one
 	free(rec);
 	free(old);
 }
+
+/* An evacuation's snapshot says so in its record; another's record has no such field. */
+Test(send_stream, an_evacuation_snapshot_is_marked_in_its_record)
+{
+	VolumeSnapshot s = { .name = "evacuate-1", .state = SNAPSHOT_COMMITTED, .evacuation = true,
+			     .id = "0123456789abcdef0123456789abcdef" };
+	VolumeSnapshot back;
+	char *rec = snapshot_record_dump("vol", &s);
+
+	cr_assert_not_null(rec);
+	cr_assert(strstr(rec, "\"evacuation\":true"), "%s", rec);
+	cr_assert_eq(snapshot_record_parse(rec, strlen(rec), "vol", &back, NULL), 0);
+	cr_assert(back.evacuation);
+	s.evacuation = false;
+	free(rec);
+	rec = snapshot_record_dump("vol", &s);
+	cr_assert(!strstr(rec, "evacuation"), "%s", rec);
+	cr_assert_eq(snapshot_record_parse(rec, strlen(rec), "vol", &back, NULL), 0);
+	cr_assert(!back.evacuation);
+	free(rec);
+}
