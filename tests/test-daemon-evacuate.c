@@ -703,3 +703,74 @@ Test(daemon_evacuate, volumes_in_use_get_live_passes_snapshots_follow_and_restar
 	free(mnt_logs);
 }
 
+/* ---- limits (project quota: the qemu guest, tests/qemu/run-quota-tests.sh) ---- */
+
+static void setup_quota(void)
+{
+	testbed_setup_quota_parts(&tb, 2, selftest_off);
+}
+
+TestSuite(daemon_evacuate_quota, .init = setup_quota, .fini = teardown, .timeout = 300);
+
+static json_t *quota_of(const char *name)
+{
+	json_t *st = volume_status(name), *q = json_incref(json_object_get(st, "quota"));
+
+	json_decref(st);
+	cr_assert_not_null(q, "no quota in the Status of %s", name);
+	return q;
+}
+
+/*
+ * A volume with size= and inodes=, in use with a snapshot, evacuated in a live
+ * and a final pass: on the new partition it has a project ID of its own with
+ * the same limits, every file charged to it (what it holds, not its snapshot),
+ * and the limit holds a write past it.
+ */
+Test(daemon_evacuate_quota, limits_follow_the_volume_and_hold_on_the_new_partition)
+{
+	const char *u0 = tb.parts[0].uuid, *u1 = tb.parts[1].uuid;
+	char dir[700], path[900];
+	json_t *q;
+	char *mnt;
+	long long wrote;
+	int e = 0;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"lim\",\"Opts\":{\"partition\":\"%s\",\"size\":\"40M\","
+			     "\"inodes\":\"1000\"}}", u0), 0, "%s", client_err(&rep));
+	testbed_volume_dir(&tb, 0, "lim", dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/f", dir);
+	cr_assert_eq(testbed_write_bytes(path, 16ll << 20, false, &e), 16ll << 20, "%s", strerror(e));
+	cr_assert_eq(ADMIN("volume", "snapshot", "lim", "s1"), 0, "%s", err);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"lim\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
+	mnt = strdup(json_string_value(json_object_get(rep.json, "Mountpoint")));
+	cr_assert_eq(ADMIN("partition", "evacuate", u0, "--to", u1, "--json"), 1, "%s %s", out, err);
+	cr_assert(strstr(out, "\"kind\": \"full\""), "no live pass: %s", out);
+	/* Written after the live pass: the final pass carries it. */
+	snprintf(path, sizeof(path), "%s/g", mnt);
+	cr_assert_eq(testbed_write_bytes(path, 4ll << 20, false, &e), 4ll << 20, "%s", strerror(e));
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"lim\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
+	free(mnt);
+	cr_assert_eq(ADMIN("partition", "evacuate", u0, "--to", u1, "--json"), 0, "%s %s", out, err);
+	cr_assert(strstr(out, "\"kind\": \"incremental\""), "%s", out);
+	cr_assert_str_eq(volume_partition("lim"), u1);
+
+	q = quota_of("lim");
+	cr_assert_gt(json_integer_value(json_object_get(q, "project_id")), 0, "%s", rep.body);
+	cr_assert_eq(json_integer_value(json_object_get(q, "enforced_limit_bytes")), 40ll << 20, "%s", rep.body);
+	cr_assert_eq(json_integer_value(json_object_get(q, "enforced_limit_inodes")), 1000, "%s", rep.body);
+	/* 20 MiB held; the snapshot's 16 MiB are in project 0 (never charged), as on the old partition. */
+	cr_assert_geq(json_integer_value(json_object_get(q, "used_bytes")), 20ll << 20, "%s", rep.body);
+	cr_assert_lt(json_integer_value(json_object_get(q, "used_bytes")), 24ll << 20, "%s", rep.body);
+	json_decref(q);
+	cr_assert_eq(ADMIN("volume", "snapshots", "lim", "--json"), 0, "%s", err);
+	cr_assert(strstr(out, "\"s1\""), "%s", out);
+
+	/* The limit holds on the new partition: 24 MiB more do not fit in 40. */
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"lim\",\"ID\":\"c2\"}"), 0, "%s", client_err(&rep));
+	snprintf(path, sizeof(path), "%s/h", json_string_value(json_object_get(rep.json, "Mountpoint")));
+	wrote = testbed_write_bytes(path, 24ll << 20, false, &e);
+	cr_assert_lt(wrote, 24ll << 20, "a write past size= went through on the new partition");
+	cr_assert(e == EDQUOT || e == ENOSPC, "%s", strerror(e));
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"lim\",\"ID\":\"c2\"}"), 0, "%s", client_err(&rep));
+}
