@@ -459,6 +459,30 @@ static int entries_or_zero(const char *path)
 	return access(path, F_OK) == 0 ? testbed_count_entries(path) : 0;
 }
 
+/* A reflinked copy of volume @name on partition 0 as ref-NAME there, and of its snapshot @snap (if given) as ref-NAME-SNAP. */
+static void keep_copy(const char *mp0, const char *name, const char *snap)
+{
+	char dir[900], ref[900];
+
+	if (snap)
+		snprintf(dir, sizeof(dir), "%s/nvmevol/snapshots/%s/data/%s", mp0, name, snap);
+	else
+		testbed_volume_dir(&tb, 0, name, dir, sizeof(dir));
+	snprintf(ref, sizeof(ref), "%s/ref-%s%s%s", mp0, name, snap ? "-" : "", snap ? snap : "");
+	reference_copy(dir, ref);
+}
+
+/* Snapshot @snap of @name on partition 1 (mounted at @mp1) equals its copy kept by keep_copy(). */
+static void check_snapshot(const char *mp0, const char *mp1, const char *name, const char *snap)
+{
+	char dir[900], ref[900], why[1024];
+
+	snprintf(dir, sizeof(dir), "%s/nvmevol/snapshots/%s/data/%s", mp1, name, snap);
+	snprintf(ref, sizeof(ref), "%s/ref-%s-%s", mp0, name, snap);
+	cr_assert_eq(treecmp(ref, dir, 0, why, sizeof(why)), 0, "snapshot %s/%s differs on the target: %s", name, snap,
+		     why);
+}
+
 /* Where volume @name's directory is: 0 or 1 (the partition), failing unless on exactly one. */
 static int volume_home(const char *name)
 {
@@ -520,17 +544,10 @@ Test(daemon_evacuate, volumes_in_use_get_live_passes_snapshots_follow_and_restar
 	write_at(path, 'k', 8u << 20, 1u << 20);
 	snapshot_ids("idle", ids_idle, sizeof(ids_idle));
 	/* The idle ones as they are, to compare with (nothing writes them). */
-	for (int i = 2; i < 4; i++) {
-		testbed_volume_dir(&tb, 0, names[i], dir, sizeof(dir));
-		snprintf(ref, sizeof(ref), "%s/ref-%s", mp0, names[i]);
-		reference_copy(dir, ref);
-	}
-	snprintf(dir, sizeof(dir), "%s/nvmevol/snapshots/idle/data/sa", mp0);
-	snprintf(ref, sizeof(ref), "%s/ref-idle-sa", mp0);
-	reference_copy(dir, ref);
-	snprintf(dir, sizeof(dir), "%s/nvmevol/snapshots/idle/data/sb", mp0);
-	snprintf(ref, sizeof(ref), "%s/ref-idle-sb", mp0);
-	reference_copy(dir, ref);
+	keep_copy(mp0, "idle", NULL);
+	keep_copy(mp0, "plain", NULL);
+	keep_copy(mp0, "idle", "sa");
+	keep_copy(mp0, "idle", "sb");
 
 	/* db and logs in use: mounted through the daemon, a writer in each; db gets a snapshot while written. */
 	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"db\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
@@ -625,14 +642,9 @@ Test(daemon_evacuate, volumes_in_use_get_live_passes_snapshots_follow_and_restar
 	stop_writer(w_logs);
 	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"db\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
 	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"logs\",\"ID\":\"c2\"}"), 0, "%s", client_err(&rep));
-	for (int i = 0; i < 2; i++) {
-		testbed_volume_dir(&tb, 0, names[i], dir, sizeof(dir));
-		snprintf(ref, sizeof(ref), "%s/ref-%s", mp0, names[i]);
-		reference_copy(dir, ref);
-	}
-	snprintf(dir, sizeof(dir), "%s/nvmevol/snapshots/db/data/s1", mp0);
-	snprintf(ref, sizeof(ref), "%s/ref-db-s1", mp0);
-	reference_copy(dir, ref);
+	keep_copy(mp0, "db", NULL);
+	keep_copy(mp0, "logs", NULL);
+	keep_copy(mp0, "db", "s1");
 	cr_assert_eq(ADMIN("partition", "evacuate", u0, "--to", u1, "--json"), 0, "%s %s", out, err);
 	j = parse_out();
 	for (int i = 0; i < 2; i++) {
@@ -669,15 +681,10 @@ Test(daemon_evacuate, volumes_in_use_get_live_passes_snapshots_follow_and_restar
 	cr_assert(strstr(ids_db, path) == ids_db, "db's snapshots were %s, now %s", ids_db, path);
 	snapshot_ids("idle", path, sizeof(path));
 	cr_assert_str_eq(path, ids_idle);
-	snprintf(dir, sizeof(dir), "%s/nvmevol/snapshots/db/data/s1", mp1);
-	snprintf(ref, sizeof(ref), "%s/ref-db-s1", mp0);
-	cr_assert_eq(treecmp(ref, dir, 0, why, sizeof(why)), 0, "snapshot db/s1 differs: %s", why);
-	snprintf(dir, sizeof(dir), "%s/nvmevol/snapshots/idle/data/sa", mp1);
-	snprintf(ref, sizeof(ref), "%s/ref-idle-sa", mp0);
-	cr_assert_eq(treecmp(ref, dir, 0, why, sizeof(why)), 0, "snapshot idle/sa differs: %s", why);
+	check_snapshot(mp0, mp1, "db", "s1");
+	check_snapshot(mp0, mp1, "idle", "sa");
+	check_snapshot(mp0, mp1, "idle", "sb");
 	snprintf(dir, sizeof(dir), "%s/nvmevol/snapshots/idle/data/sb", mp1);
-	snprintf(ref, sizeof(ref), "%s/ref-idle-sb", mp0);
-	cr_assert_eq(treecmp(ref, dir, 0, why, sizeof(why)), 0, "snapshot idle/sb differs: %s", why);
 	cr_assert_eq(tree_shared_bytes(dir, &alloc, &shared), 0);
 	cr_assert_geq(shared, 14u << 20, "snapshot idle/sb shares %llu of %llu bytes on the target",
 		      (unsigned long long)shared, (unsigned long long)alloc);
