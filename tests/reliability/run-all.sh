@@ -55,7 +55,7 @@ if [ "$MODE" = soak ]; then
 	TESTS=(
 		"crash|ok|$HERE/crash.py 10000"
 		"crashpoints|ok|$HERE/crashpoints.py"
-		"crashpoints-evacuate|ok|$HERE/crashpoints.py --ops fence,evacuate"
+		"crashpoints-evacuate|ok|$HERE/crashpoints.py --ops fence,evacuate,evacuatelive,evacuatefinal,evacuatesnap"
 		"errinject|ok|$HERE/errinject.py"
 		"errinject-sabotage|ok|$HERE/errinject.py --sabotage --max-points 10"
 		"errinject-asan|ok|$HERE/errinject.py --binary $NVMEVOL_ASAN_BINARY"
@@ -72,7 +72,7 @@ else
 	TESTS=(
 		"crash|ok|$HERE/crash.py 500 --max-seconds 150 --min-kills ${CRASH_MIN_KILLS:-300}"
 		"crashpoints|ok|$HERE/crashpoints.py"
-		"crashpoints-evacuate|ok|$HERE/crashpoints.py --ops fence,evacuate"
+		"crashpoints-evacuate|ok|$HERE/crashpoints.py --ops fence,evacuate,evacuatelive,evacuatefinal,evacuatesnap --sample 6"
 		"errinject|ok|$HERE/errinject.py --ci"
 		"errinject-sabotage|ok|$HERE/errinject.py --sabotage --max-points 4"
 		"faults|ok|$HERE/faults.py"
