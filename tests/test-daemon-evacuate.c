@@ -424,6 +424,15 @@ static json_t *entry_of(json_t *j, const char *key, const char *name)
 	return NULL;
 }
 
+/* A live pass's figures, if it was a full one. */
+static void note_full_pass(json_t *pass, uint64_t *ret_bytes, uint64_t *ret_ms)
+{
+	if (!pass || strcmp(json_string_value(json_object_get(pass, "kind")), "full") != 0)
+		return;
+	*ret_bytes = (uint64_t)json_integer_value(json_object_get(pass, "bytes"));
+	*ret_ms = (uint64_t)json_integer_value(json_object_get(pass, "ms"));
+}
+
 /* Writes @len bytes of pattern @c at @offset of @path (made if need be). */
 static void write_at(const char *path, char c, off_t offset, size_t len)
 {
@@ -505,7 +514,7 @@ Test(daemon_evacuate, volumes_in_use_get_live_passes_snapshots_follow_and_restar
 	char mp0[400], mp1[400], dir[700], ref[800], path[900], why[1024], ids_db[512], ids_idle[512];
 	char *mnt_db, *mnt_logs;
 	json_t *j, *e, *opts[4];
-	uint64_t full_db = 0, full_logs = 0, alloc = 0, shared = 0;
+	uint64_t full_bytes[2] = { 0 }, full_ms[2] = { 0 }, alloc = 0, shared = 0;
 	pid_t w_db, w_logs, cmd;
 	int status;
 	bool killed_mid_pass = false;
@@ -593,9 +602,7 @@ Test(daemon_evacuate, volumes_in_use_get_live_passes_snapshots_follow_and_restar
 	snprintf(path, sizeof(path), "%s/run1.json", tb.dir);
 	if (!killed_mid_pass && (j = json_load_file(path, 0, NULL))) {
 		for (int i = 0; i < 2; i++) {
-			e = json_object_get(entry_of(j, "waiting", names[i]), "pass");
-			if (e && !strcmp(json_string_value(json_object_get(e, "kind")), "full"))
-				*(i ? &full_logs : &full_db) = (uint64_t)json_integer_value(json_object_get(e, "bytes"));
+			note_full_pass(json_object_get(entry_of(j, "waiting", names[i]), "pass"), &full_bytes[i], &full_ms[i]);
 		}
 		json_decref(j);
 	}
@@ -616,8 +623,7 @@ Test(daemon_evacuate, volumes_in_use_get_live_passes_snapshots_follow_and_restar
 	for (int i = 0; i < 2; i++) {
 		e = json_object_get(entry_of(j, "waiting", names[i]), "pass");
 		cr_assert_not_null(e, "no live pass for %s: %s", names[i], out);
-		if (!strcmp(json_string_value(json_object_get(e, "kind")), "full"))
-			*(i ? &full_logs : &full_db) = (uint64_t)json_integer_value(json_object_get(e, "bytes"));
+		note_full_pass(e, &full_bytes[i], &full_ms[i]);
 	}
 	json_decref(j);
 
@@ -634,8 +640,8 @@ Test(daemon_evacuate, volumes_in_use_get_live_passes_snapshots_follow_and_restar
 	json_decref(j);
 	cr_assert_eq(ADMIN("volume", "snapshots", "db", "--json"), 0, "%s", err);
 	cr_assert(strstr(out, "\"evacuation\": true"), "the pass's snapshot is not listed: %s", out);
-	cr_assert(full_db && full_logs, "no full pass seen (db %llu, logs %llu bytes)", (unsigned long long)full_db,
-		  (unsigned long long)full_logs);
+	cr_assert(full_bytes[0] && full_bytes[1], "no full pass seen (db %llu, logs %llu bytes)",
+		  (unsigned long long)full_bytes[0], (unsigned long long)full_bytes[1]);
 
 	/* The containers stop: the final pass carries what changed since the last one, then the switch. */
 	stop_writer(w_db);
@@ -648,14 +654,18 @@ Test(daemon_evacuate, volumes_in_use_get_live_passes_snapshots_follow_and_restar
 	cr_assert_eq(ADMIN("partition", "evacuate", u0, "--to", u1, "--json"), 0, "%s %s", out, err);
 	j = parse_out();
 	for (int i = 0; i < 2; i++) {
-		uint64_t final_bytes, full = i ? full_logs : full_db;
+		uint64_t final_bytes, full = full_bytes[i];
 
 		e = json_object_get(entry_of(j, "moved", names[i]), "final_pass");
 		cr_assert_not_null(e, "%s not moved: %s", names[i], out);
 		cr_assert_str_eq(json_string_value(json_object_get(e, "kind")), "incremental", "%s", out);
 		final_bytes = (uint64_t)json_integer_value(json_object_get(e, "bytes"));
-		cr_log_info("%s: full pass %llu bytes, final pass %llu bytes", names[i], (unsigned long long)full,
-			    (unsigned long long)final_bytes);
+		cr_log_info("%s: full pass %llu bytes in %llu ms, final pass %llu bytes in %lld ms (%lld ms frozen), downtime "
+			    "%lld ms", names[i], (unsigned long long)full, (unsigned long long)full_ms[i],
+			    (unsigned long long)final_bytes,
+			    (long long)json_integer_value(json_object_get(e, "ms")),
+			    (long long)json_integer_value(json_object_get(e, "frozen_ms")),
+			    (long long)json_integer_value(json_object_get(entry_of(j, "moved", names[i]), "downtime_ms")));
 		cr_assert_lt(final_bytes, full, "%s's final pass (%llu bytes) is not smaller than its full copy (%llu bytes)",
 			     names[i], (unsigned long long)final_bytes, (unsigned long long)full);
 	}
