@@ -40,8 +40,17 @@ static void setup(void)
 	testbed_setup(&tb, 2, selftest_off);
 }
 
+/* The real case's writer processes, ended by the teardown if a test failed before it ended them. */
+static pid_t writers[2];
+
 static void teardown(void)
 {
+	for (size_t i = 0; i < ELEMENTSOF(writers); i++)
+		if (writers[i] > 0) {
+			(void)kill(writers[i], SIGKILL);
+			(void)waitpid(writers[i], NULL, 0);
+			writers[i] = 0;
+		}
 	client_reply_done(&rep);
 	testbed_destroy(&tb);
 }
@@ -372,11 +381,13 @@ Test(daemon_evacuate, evacuate_refuses_bad_targets)
 /* ---- the real case: volumes in use and with snapshots, restarts in the middle ---- */
 
 /* A process that keeps writing into @dir: 64 small files rewritten in turn, and a log that grows. */
-static pid_t start_writer(const char *dir)
+static pid_t start_writer(const char *dir, size_t slot)
 {
 	pid_t pid = fork();
 
 	cr_assert_geq(pid, 0);
+	if (pid > 0)
+		writers[slot] = pid;
 	if (pid == 0) {
 		char path[1024], buf[8192];
 		int fd;
@@ -404,10 +415,12 @@ static pid_t start_writer(const char *dir)
 	return pid;
 }
 
-static void stop_writer(pid_t pid)
+static void stop_writer(size_t slot)
 {
+	pid_t pid = writers[slot];
 	int status;
 
+	writers[slot] = 0;
 	cr_assert_eq(kill(pid, SIGKILL), 0);
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 }
@@ -515,7 +528,7 @@ Test(daemon_evacuate, volumes_in_use_get_live_passes_snapshots_follow_and_restar
 	char *mnt_db, *mnt_logs;
 	json_t *j, *e, *opts[4];
 	uint64_t full_bytes[2] = { 0 }, full_ms[2] = { 0 }, alloc = 0, shared = 0;
-	pid_t w_db, w_logs, cmd;
+	pid_t cmd;
 	int status;
 	bool killed_mid_pass = false;
 
@@ -563,8 +576,8 @@ Test(daemon_evacuate, volumes_in_use_get_live_passes_snapshots_follow_and_restar
 	mnt_db = strdup(json_string_value(json_object_get(rep.json, "Mountpoint")));
 	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"logs\",\"ID\":\"c2\"}"), 0, "%s", client_err(&rep));
 	mnt_logs = strdup(json_string_value(json_object_get(rep.json, "Mountpoint")));
-	w_db = start_writer(mnt_db);
-	w_logs = start_writer(mnt_logs);
+	(void)start_writer(mnt_db, 0);
+	(void)start_writer(mnt_logs, 1);
 	usleep(100000);
 	cr_assert_eq(ADMIN("volume", "snapshot", "db", "s1"), 0, "%s", err);
 	snapshot_ids("db", ids_db, sizeof(ids_db));
@@ -644,8 +657,8 @@ Test(daemon_evacuate, volumes_in_use_get_live_passes_snapshots_follow_and_restar
 		  (unsigned long long)full_bytes[0], (unsigned long long)full_bytes[1]);
 
 	/* The containers stop: the final pass carries what changed since the last one, then the switch. */
-	stop_writer(w_db);
-	stop_writer(w_logs);
+	stop_writer(0);
+	stop_writer(1);
 	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"db\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
 	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"logs\",\"ID\":\"c2\"}"), 0, "%s", client_err(&rep));
 	keep_copy(mp0, "db", NULL);
