@@ -804,3 +804,54 @@ Test(daemon_evacuate_quota, limits_follow_the_volume_and_hold_on_the_new_partiti
 	cr_assert(e == EDQUOT || e == ENOSPC, "%s", strerror(e));
 	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"lim\",\"ID\":\"c2\"}"), 0, "%s", client_err(&rep));
 }
+
+/* --wait: a volume in use is waited for (--timeout), and moved by an incremental final pass once unmounted. */
+Test(daemon_evacuate, wait_moves_a_volume_as_soon_as_it_is_unmounted)
+{
+	const char *u0 = tb.parts[0].uuid;
+	char dir[700], path[900];
+	int status;
+	pid_t cmd;
+	FILE *f;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"busy\",\"Opts\":{\"partition\":\"%s\"}}", u0), 0, "%s",
+		     client_err(&rep));
+	testbed_volume_dir(&tb, 0, "busy", dir, sizeof(dir));
+	tree_fill_sample(dir);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"busy\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
+
+	/* Still in use when the time is up: exit 1, says so, a live pass made. */
+	cr_assert_eq(ADMIN("partition", "evacuate", u0, "--timeout", "2"), 1, "%s %s", out, err);
+	cr_assert(strstr(out, "waiting for an unmount: busy"), "%s", out);
+	cr_assert(strstr(out, "live pass full"), "%s", out);
+	cr_assert(strstr(out, "still in use after 2 s"), "%s", out);
+	cr_assert_eq(ADMIN("partition", "evacuate", u0, "--timeout", "soon"), 2);
+
+	/* Unmounted while --wait runs: moved within its next check, by the final pass only. */
+	cmd = fork();
+	cr_assert_geq(cmd, 0);
+	if (cmd == 0) {
+		int rc = ADMIN("partition", "evacuate", u0, "--wait", "--timeout", "60");
+
+		snprintf(path, sizeof(path), "%s/wait.out", tb.dir);
+		f = fopen(path, "w");
+		if (f) {
+			fputs(out, f);
+			fclose(f);
+		}
+		_exit(rc);
+	}
+	usleep(1500 * 1000);
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"busy\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
+	cr_assert_eq(waitpid(cmd, &status, 0), cmd);
+	snprintf(path, sizeof(path), "%s/wait.out", tb.dir);
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	memset(out, 0, sizeof(out));
+	(void)!fread(out, 1, sizeof(out) - 1, f);
+	fclose(f);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "--wait ended with %d: %s", status, out);
+	cr_assert(strstr(out, "moved busy to"), "%s", out);
+	cr_assert(strstr(out, "final pass incremental"), "%s", out);
+	cr_assert_str_eq(volume_partition("busy"), tb.parts[1].uuid);
+}
