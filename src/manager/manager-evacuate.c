@@ -80,8 +80,14 @@ static Partition *pick_target(Evacuation *e, const char *volume)
 	if (e->to)
 		return e->to;
 	for (size_t i = 0; i < pool_size(e->m->pool); i++) {
+		PartitionInfo info;
+
 		p = pool_get(e->m->pool, i);
-		if (p && p != e->src && evacuate_stage_held(e->m, p, volume, e->sinfo.uuid))
+		if (!p || p == e->src)
+			continue;
+		partition_snapshot(e->m->pool, p, &info);
+		/* One that takes no new volumes now is not the target, stage or not. */
+		if (info.present && info.adopted && !info.cordon.on && evacuate_stage_held(e->m, p, volume, e->sinfo.uuid))
 			return p;
 	}
 	p = pool_pick_most_free(e->m->pool);
