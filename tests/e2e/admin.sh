@@ -320,15 +320,15 @@ scenario_backup() {
 # leaves ${PREFIX}0 for a second partition (a live pass, pg stopped, the final pass), then
 # everything goes back so that the scenarios after this one find it where it was.
 scenario_evacuate() {
-    local i before after
-    e2e_make_loop_xfs "${PREFIX}2" 320 >/dev/null
+    local i before after dev
+    dev=$(e2e_make_loop_xfs "${PREFIX}2" 320)
     # Attached while the plugin runs: adopted first (it takes no volumes before).
     for i in $(seq 1 20); do
         "$NV" partition adopt "${PREFIX}2" >/dev/null 2>&1 && break
         sleep 0.5
     done
     docker run -d --name pg --network none -v pgdata:/data "$IMG" \
-        sh -c 'while :; do date >>/data/evac.log; sleep 0.1; done' >/dev/null
+        sh -c 'trap "exit 0" TERM; while :; do date >>/data/evac.log; sleep 0.1; done' >/dev/null
     sleep 1
     E2E_VIEW_NONE=1 run_readme evacuate
     check_readme evacuate
@@ -346,9 +346,13 @@ scenario_evacuate() {
     e2e_eq "nothing is left on ${PREFIX}0's volumes" "" \
         "$("$NV" status --json | jq -r --arg l "${PREFIX}0" '.volumes[] | select(.Status.partition.label == $l) | .Name')"
     docker rm -f pg >/dev/null
-    # Back, for the scenarios after this one; the second partition stays cordoned (placement skips it).
+    # Back, and the second partition gone, for the scenarios after this one (as forget_adopt takes a disk away).
     "$NV" partition uncordon "${PREFIX}0" >/dev/null
     e2e_check "evacuated back to ${PREFIX}0" "$NV" partition evacuate "${PREFIX}2" --to "${PREFIX}0"
+    docker plugin disable -f "$PLUGIN" >/dev/null
+    losetup -d "$dev"
+    docker plugin enable "$PLUGIN" >/dev/null
+    wait_plugin
 }
 
 scenario_forget_adopt() {
