@@ -2,13 +2,13 @@
 # SPDX-License-Identifier: MIT
 """The layering rule of src/ (src/README.md), checked from the #include lines.
 
-    util < device < volume < selftest, clone < settings < pool < metrics
-         < manager < daemon < main
+    util < device < volume < selftest, clone < stream < settings < pool
+         < metrics < manager < daemon < main
 
 A file may include headers of its own directory and of lower layers only;
 selftest/ and clone/ are one layer and do not include each other.
 admin-protocol.h and api-endpoint.h are plain definitions that any layer may
-include. The command (cli/) uses util, device, volume, selftest, settings,
+include. The command (cli/) uses util, device, volume, selftest, stream, settings,
 pool/mount.h, pool/mount-users.h and the definitions, never manager/ or daemon/. No header may
 reach itself through its includes.
 
@@ -27,15 +27,16 @@ RANK = {
     'volume': 2,
     'selftest': 3,
     'clone': 3,
-    'settings': 4,
-    'pool': 5,
-    'metrics': 6,
-    'manager': 7,
-    'daemon': 8,
-    'main': 9,
+    'stream': 4,
+    'settings': 5,
+    'pool': 6,
+    'metrics': 7,
+    'manager': 8,
+    'daemon': 9,
+    'main': 10,
 }
 DEFINITIONS = {'admin-protocol.h', 'api-endpoint.h'}
-CLI_ALLOWED_LAYERS = {'util', 'device', 'volume', 'selftest', 'settings'}
+CLI_ALLOWED_LAYERS = {'util', 'device', 'volume', 'selftest', 'stream', 'settings'}
 CLI_ALLOWED_FILES = {'pool/mount.h', 'pool/mount-users.h', 'clone/clone-file.h'}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

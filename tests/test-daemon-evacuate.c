@@ -6,8 +6,12 @@
  * Create pinned to it gets an Err that says how to uncordon; the cordon
  * survives a restart (it is on the partition); a fenced volume refuses Mount
  * with the new host and the way back, Get and Remove still work; evacuate
- * moves idle volumes with their data, options and limits, lists volumes in
- * use as waiting, and the next Mount serves from the new partition.
+ * moves idle volumes with their data, options and snapshots, gives volumes in
+ * use a live pass and lists them as waiting, and the next Mount serves from
+ * the new partition. The real case: volumes in use (mounted, a writer in
+ * each) and with snapshots, the daemon killed (SIGKILL) during a pass and
+ * stopped (SIGTERM) between passes: each final pass smaller than the full
+ * copy, every volume and snapshot equal on the target, nothing left behind.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -17,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "helpers/testbed.h"
@@ -35,8 +40,17 @@ static void setup(void)
 	testbed_setup(&tb, 2, selftest_off);
 }
 
+/* The real case's writer processes, ended by the teardown if a test failed before it ended them. */
+static pid_t writers[2];
+
 static void teardown(void)
 {
+	for (size_t i = 0; i < ELEMENTSOF(writers); i++)
+		if (writers[i] > 0) {
+			(void)kill(writers[i], SIGKILL);
+			(void)waitpid(writers[i], NULL, 0);
+			writers[i] = 0;
+		}
 	client_reply_done(&rep);
 	testbed_destroy(&tb);
 }
@@ -245,7 +259,7 @@ static bool names_in(const json_t *arr, const char *name)
 	return false;
 }
 
-Test(daemon_evacuate, idle_volumes_move_with_their_data_in_use_ones_wait_snapshots_are_refused)
+Test(daemon_evacuate, idle_volumes_move_with_their_data_and_snapshots_in_use_ones_wait)
 {
 	const char *u0 = tb.parts[0].uuid, *u1 = tb.parts[1].uuid;
 	char dir[700], ref[700], mp0[400], mp1[400], why[1024], *mpt;
@@ -272,15 +286,18 @@ Test(daemon_evacuate, idle_volumes_move_with_their_data_in_use_ones_wait_snapsho
 	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"busy\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
 	cr_assert_eq(ADMIN("volume", "snapshot", "snapped", "s1"), 0, "%s", err);
 
-	/* Not all could leave: exit 1, and the JSON says which moved, which wait, which are refused and why. */
+	/* Not all could leave: exit 1, and the JSON says which moved and which wait (after a live pass). */
 	cr_assert_eq(ADMIN("partition", "evacuate", u0, "--json"), 1, "%s", err);
 	j = parse_out();
 	cr_assert(names_in(json_object_get(j, "moved"), "data"), "%s", out);
 	cr_assert(names_in(json_object_get(j, "moved"), "empty"), "%s", out);
+	cr_assert(names_in(json_object_get(j, "moved"), "snapped"), "%s", out);
 	cr_assert(names_in(json_object_get(j, "waiting"), "busy"), "%s", out);
-	cr_assert(names_in(json_object_get(j, "refused"), "snapped"), "%s", out);
-	cr_assert(strstr(out, "snapshot"), "%s", out);
+	cr_assert_eq(json_array_size(json_object_get(j, "refused")), 0, "%s", out);
 	json_decref(j);
+	/* The snapshot came along, under its name and ID. */
+	cr_assert_eq(ADMIN("volume", "snapshots", "snapped", "--json"), 0, "%s", err);
+	cr_assert(strstr(out, "\"s1\""), "%s", out);
 
 	/* Cordoned first, and each volume now on the other partition, its data, owner and options whole. */
 	st = status_partition(u0);
@@ -289,7 +306,7 @@ Test(daemon_evacuate, idle_volumes_move_with_their_data_in_use_ones_wait_snapsho
 	cr_assert_str_eq(volume_partition("data"), u1);
 	cr_assert_str_eq(volume_partition("empty"), u1);
 	cr_assert_str_eq(volume_partition("busy"), u0);
-	cr_assert_str_eq(volume_partition("snapped"), u0);
+	cr_assert_str_eq(volume_partition("snapped"), u1);
 	st = volume_status("data");
 	cr_assert(json_equal(json_object_get(st, "options"), opts_before), "options changed: %s", rep.body);
 	json_decref(st);
@@ -310,14 +327,13 @@ Test(daemon_evacuate, idle_volumes_move_with_their_data_in_use_ones_wait_snapsho
 	free(mpt);
 	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"data\",\"ID\":\"c2\"}"), 0, "%s", client_err(&rep));
 
-	/* The waiting one moves once unmounted; the command is simply run again (exit 1: snapped still refused). */
+	/* The waiting one moves once unmounted; the command is simply run again. */
 	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"busy\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
-	cr_assert_eq(ADMIN("partition", "evacuate", u0), 1, "%s", err);
+	cr_assert_eq(ADMIN("partition", "evacuate", u0), 0, "%s %s", out, err);
 	cr_assert(strstr(out, "moved busy"), "%s", out);
 	cr_assert_str_eq(volume_partition("busy"), u1);
-	cr_assert_eq(ADMIN("volume", "snapshot-rm", "snapped", "s1"), 0, "%s", err);
 	cr_assert_eq(ADMIN("partition", "evacuate", u0, "--to", u1), 0, "%s %s", out, err);
-	cr_assert_str_eq(volume_partition("snapped"), u1);
+	cr_assert(strstr(out, "0 volume(s) moved"), "%s", out);
 
 	/* A restart: served from the new partition, nothing left on the old one, still cordoned. */
 	testbed_stop(&tb, SIGTERM);
@@ -360,4 +376,482 @@ Test(daemon_evacuate, evacuate_refuses_bad_targets)
 	cr_assert_eq(ADMIN("volume", "fence", "--help"), 0);
 	cr_assert_eq(ADMIN("volume", "unfence", "--help"), 0);
 	cr_assert(strstr(out, "fenced volume"), "%s", out);
+}
+
+/* ---- the real case: volumes in use and with snapshots, restarts in the middle ---- */
+
+/* A process that keeps writing into @dir: 64 small files rewritten in turn, and a log that grows. */
+static pid_t start_writer(const char *dir, size_t slot)
+{
+	pid_t pid = fork();
+
+	cr_assert_geq(pid, 0);
+	if (pid > 0)
+		writers[slot] = pid;
+	if (pid == 0) {
+		char path[1024], buf[8192];
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/w", dir);
+		(void)mkdir(path, 0755);
+		for (unsigned i = 0;; i++) {
+			memset(buf, 'a' + (int)(i % 26), sizeof(buf));
+			snprintf(path, sizeof(path), "%s/w/f%02u", dir, i % 64);
+			fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+			if (fd >= 0) {
+				(void)!write(fd, buf, sizeof(buf));
+				(void)fsync(fd);
+				(void)close(fd);
+			}
+			snprintf(path, sizeof(path), "%s/w/log", dir);
+			fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+			if (fd >= 0) {
+				(void)!write(fd, buf, 4096);
+				(void)close(fd);
+			}
+			usleep(5000);
+		}
+	}
+	return pid;
+}
+
+static void stop_writer(size_t slot)
+{
+	pid_t pid = writers[slot];
+	int status;
+
+	writers[slot] = 0;
+	cr_assert_eq(kill(pid, SIGKILL), 0);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+}
+
+/* The entry of volume @name in array @key of an evacuate's JSON (borrowed), or NULL. */
+static json_t *entry_of(json_t *j, const char *key, const char *name)
+{
+	size_t i;
+	json_t *e;
+
+	json_array_foreach(json_object_get(j, key), i, e)
+		if (!strcmp(json_string_value(json_object_get(e, "name")), name))
+			return e;
+	return NULL;
+}
+
+/* A live pass's figures, if it was a full one. */
+static void note_full_pass(json_t *pass, uint64_t *ret_bytes, uint64_t *ret_ms)
+{
+	if (!pass || strcmp(json_string_value(json_object_get(pass, "kind")), "full") != 0)
+		return;
+	*ret_bytes = (uint64_t)json_integer_value(json_object_get(pass, "bytes"));
+	*ret_ms = (uint64_t)json_integer_value(json_object_get(pass, "ms"));
+}
+
+/* Writes @len bytes of pattern @c at @offset of @path (made if need be). */
+static void write_at(const char *path, char c, off_t offset, size_t len)
+{
+	char buf[65536];
+	int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+
+	cr_assert_geq(fd, 0, "%s: %m", path);
+	memset(buf, c, sizeof(buf));
+	for (size_t done = 0; done < len; done += sizeof(buf))
+		cr_assert_eq(pwrite(fd, buf, sizeof(buf), offset + (off_t)done), (ssize_t)sizeof(buf));
+	cr_assert_eq(fsync(fd), 0);
+	close(fd);
+}
+
+/* The snapshots of @name as "NAME=ID,..." in the order listed. */
+static void snapshot_ids(const char *name, char *buf, size_t len)
+{
+	json_t *j, *s;
+	size_t i, used = 0;
+
+	cr_assert_eq(ADMIN("volume", "snapshots", name, "--json"), 0, "%s", err);
+	j = parse_out();
+	buf[0] = '\0';
+	json_array_foreach(json_object_get(j, "snapshots"), i, s)
+		used += (size_t)snprintf(buf + used, len - used, "%s=%s,", json_string_value(json_object_get(s, "name")),
+					 json_string_value(json_object_get(s, "id")));
+	json_decref(j);
+}
+
+/* The number of entries of @path, 0 when it does not exist (yet). */
+static int entries_or_zero(const char *path)
+{
+	return access(path, F_OK) == 0 ? testbed_count_entries(path) : 0;
+}
+
+/* A reflinked copy of volume @name on partition 0 as ref-NAME there, and of its snapshot @snap (if given) as ref-NAME-SNAP. */
+static void keep_copy(const char *mp0, const char *name, const char *snap)
+{
+	char dir[900], ref[900];
+
+	if (snap)
+		snprintf(dir, sizeof(dir), "%s/nvmevol/snapshots/%s/data/%s", mp0, name, snap);
+	else
+		testbed_volume_dir(&tb, 0, name, dir, sizeof(dir));
+	snprintf(ref, sizeof(ref), "%s/ref-%s%s%s", mp0, name, snap ? "-" : "", snap ? snap : "");
+	reference_copy(dir, ref);
+}
+
+/* Snapshot @snap of @name on partition 1 (mounted at @mp1) equals its copy kept by keep_copy(). */
+static void check_snapshot(const char *mp0, const char *mp1, const char *name, const char *snap)
+{
+	char dir[900], ref[900], why[1024];
+
+	snprintf(dir, sizeof(dir), "%s/nvmevol/snapshots/%s/data/%s", mp1, name, snap);
+	snprintf(ref, sizeof(ref), "%s/ref-%s-%s", mp0, name, snap);
+	cr_assert_eq(treecmp(ref, dir, 0, why, sizeof(why)), 0, "snapshot %s/%s differs on the target: %s", name, snap,
+		     why);
+}
+
+/* Where volume @name's directory is: 0 or 1 (the partition), failing unless on exactly one. */
+static int volume_home(const char *name)
+{
+	char d0[700], d1[700];
+	struct stat st;
+	bool on0, on1;
+
+	testbed_volume_dir(&tb, 0, name, d0, sizeof(d0));
+	testbed_volume_dir(&tb, 1, name, d1, sizeof(d1));
+	on0 = lstat(d0, &st) == 0;
+	on1 = lstat(d1, &st) == 0;
+	cr_assert(on0 != on1, "volume %s on %s partition(s)", name, on0 ? "both" : "neither");
+	return on1;
+}
+
+Test(daemon_evacuate, volumes_in_use_get_live_passes_snapshots_follow_and_restarts_change_nothing, .timeout = 600)
+{
+	static const char *const names[] = { "db", "logs", "idle", "plain" };
+	const char *u0 = tb.parts[0].uuid, *u1 = tb.parts[1].uuid;
+	char mp0[400], mp1[400], dir[700], ref[800], path[900], why[1024], ids_db[512], ids_idle[512];
+	char *mnt_db, *mnt_logs;
+	json_t *j, *e, *opts[4];
+	uint64_t full_bytes[2] = { 0 }, full_ms[2] = { 0 }, alloc = 0, shared = 0;
+	pid_t cmd;
+	int status;
+	bool killed_mid_pass = false;
+
+	testbed_part_mountpoint(&tb, 0, mp0, sizeof(mp0));
+	testbed_part_mountpoint(&tb, 1, mp1, sizeof(mp1));
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"db\",\"Opts\":{\"partition\":\"%s\",\"uid\":\"999\","
+			     "\"gid\":\"998\",\"mode\":\"0750\"}}", u0), 0, "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"logs\",\"Opts\":{\"partition\":\"%s\"}}", u0), 0, "%s",
+		     client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"idle\",\"Opts\":{\"partition\":\"%s\",\"selftest\":"
+			     "\"warn\"}}", u0), 0, "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"plain\",\"Opts\":{\"partition\":\"%s\"}}", u0), 0, "%s",
+		     client_err(&rep));
+	for (int i = 0; i < 4; i++) {
+		json_t *st = volume_status(names[i]);
+
+		opts[i] = json_incref(json_object_get(st, "options"));
+		json_decref(st);
+		testbed_volume_dir(&tb, 0, names[i], dir, sizeof(dir));
+		tree_fill_sample(dir);
+	}
+	/* db: 64 MiB of data; logs: 8 MiB; idle: 16 MiB, with snapshots a and b (1 MiB changed between them). */
+	testbed_volume_dir(&tb, 0, "db", dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/big", dir);
+	write_at(path, 'd', 0, 64u << 20);
+	testbed_volume_dir(&tb, 0, "logs", dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/old", dir);
+	write_at(path, 'l', 0, 8u << 20);
+	testbed_volume_dir(&tb, 0, "idle", dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/big", dir);
+	write_at(path, 'i', 0, 16u << 20);
+	cr_assert_eq(ADMIN("volume", "snapshot", "idle", "sa"), 0, "%s", err);
+	write_at(path, 'j', 4u << 20, 1u << 20);
+	cr_assert_eq(ADMIN("volume", "snapshot", "idle", "sb"), 0, "%s", err);
+	write_at(path, 'k', 8u << 20, 1u << 20);
+	snapshot_ids("idle", ids_idle, sizeof(ids_idle));
+	/* The idle ones as they are, to compare with (nothing writes them). */
+	keep_copy(mp0, "idle", NULL);
+	keep_copy(mp0, "plain", NULL);
+	keep_copy(mp0, "idle", "sa");
+	keep_copy(mp0, "idle", "sb");
+
+	/* db and logs in use: mounted through the daemon, a writer in each; db gets a snapshot while written. */
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"db\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
+	mnt_db = strdup(json_string_value(json_object_get(rep.json, "Mountpoint")));
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"logs\",\"ID\":\"c2\"}"), 0, "%s", client_err(&rep));
+	mnt_logs = strdup(json_string_value(json_object_get(rep.json, "Mountpoint")));
+	(void)start_writer(mnt_db, 0);
+	(void)start_writer(mnt_logs, 1);
+	usleep(100000);
+	cr_assert_eq(ADMIN("volume", "snapshot", "db", "s1"), 0, "%s", err);
+	snapshot_ids("db", ids_db, sizeof(ids_db));
+
+	/* Run 1, killed (SIGKILL) in the middle: once db's stage on the target shows a tree being built. */
+	cmd = fork();
+	cr_assert_geq(cmd, 0);
+	if (cmd == 0) {
+		/* Its answer, if it got one before the kill, for the parent to read. */
+		int rc = ADMIN("partition", "evacuate", u0, "--to", u1, "--json");
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/run1.json", tb.dir);
+		f = fopen(path, "w");
+		if (f) {
+			fputs(out, f);
+			fclose(f);
+		}
+		_exit(rc);
+	}
+	snprintf(path, sizeof(path), "%s/nvmevol/snapshots/.evacuating/db", mp1);
+	for (int i = 0; i < 20000 && !killed_mid_pass; i++) {
+		if (waitpid(cmd, &status, WNOHANG) == cmd) {
+			cmd = 0;
+			break;
+		}
+		killed_mid_pass = entries_or_zero(path) > 1; /* state.json and a tree */
+		if (!killed_mid_pass)
+			usleep(1000);
+	}
+	testbed_stop(&tb, SIGKILL);
+	if (cmd > 0)
+		cr_assert_eq(waitpid(cmd, &status, 0), cmd);
+	cr_log_info("run 1 was killed %s", killed_mid_pass ? "during db's pass" : "after it ended");
+	snprintf(path, sizeof(path), "%s/run1.json", tb.dir);
+	if (!killed_mid_pass && (j = json_load_file(path, 0, NULL))) {
+		for (int i = 0; i < 2; i++) {
+			note_full_pass(json_object_get(entry_of(j, "waiting", names[i]), "pass"), &full_bytes[i], &full_ms[i]);
+		}
+		json_decref(j);
+	}
+	testbed_start_or_fail(&tb, selftest_off);
+	/* Whole on exactly one partition each, still served; db and logs still mounted and written. */
+	for (int i = 0; i < 4; i++) {
+		(void)volume_home(names[i]);
+		cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"%s\"}", names[i]), 0, "%s", client_err(&rep));
+	}
+	cr_assert_eq(volume_home("db"), 0);
+	cr_assert_eq(volume_home("logs"), 0);
+
+	/* Run 2: the idle ones move with their snapshots; db and logs get a live pass and wait. */
+	cr_assert_eq(ADMIN("partition", "evacuate", u0, "--to", u1, "--json"), 1, "%s %s", out, err);
+	j = parse_out();
+	for (int i = 2; i < 4; i++)
+		cr_assert(entry_of(j, "moved", names[i]) || volume_home(names[i]) == 1, "%s not moved: %s", names[i], out);
+	for (int i = 0; i < 2; i++) {
+		e = json_object_get(entry_of(j, "waiting", names[i]), "pass");
+		cr_assert_not_null(e, "no live pass for %s: %s", names[i], out);
+		note_full_pass(e, &full_bytes[i], &full_ms[i]);
+	}
+	json_decref(j);
+
+	/* A clean restart between passes: the stage and the pass's snapshot stay; the next pass is incremental. */
+	testbed_stop(&tb, SIGTERM);
+	testbed_start_or_fail(&tb, selftest_off);
+	cr_assert_eq(ADMIN("partition", "evacuate", u0, "--to", u1, "--json"), 1, "%s %s", out, err);
+	j = parse_out();
+	for (int i = 0; i < 2; i++) {
+		e = json_object_get(entry_of(j, "waiting", names[i]), "pass");
+		cr_assert_not_null(e, "no live pass for %s: %s", names[i], out);
+		cr_assert_str_eq(json_string_value(json_object_get(e, "kind")), "incremental", "%s", out);
+	}
+	json_decref(j);
+	cr_assert_eq(ADMIN("volume", "snapshots", "db", "--json"), 0, "%s", err);
+	cr_assert(strstr(out, "\"evacuation\": true"), "the pass's snapshot is not listed: %s", out);
+	cr_assert(full_bytes[0] && full_bytes[1], "no full pass seen (db %llu, logs %llu bytes)",
+		  (unsigned long long)full_bytes[0], (unsigned long long)full_bytes[1]);
+
+	/* The containers stop: the final pass carries what changed since the last one, then the switch. */
+	stop_writer(0);
+	stop_writer(1);
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"db\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"logs\",\"ID\":\"c2\"}"), 0, "%s", client_err(&rep));
+	keep_copy(mp0, "db", NULL);
+	keep_copy(mp0, "logs", NULL);
+	keep_copy(mp0, "db", "s1");
+	cr_assert_eq(ADMIN("partition", "evacuate", u0, "--to", u1, "--json"), 0, "%s %s", out, err);
+	j = parse_out();
+	for (int i = 0; i < 2; i++) {
+		uint64_t final_bytes, full = full_bytes[i];
+
+		e = json_object_get(entry_of(j, "moved", names[i]), "final_pass");
+		cr_assert_not_null(e, "%s not moved: %s", names[i], out);
+		cr_assert_str_eq(json_string_value(json_object_get(e, "kind")), "incremental", "%s", out);
+		final_bytes = (uint64_t)json_integer_value(json_object_get(e, "bytes"));
+		cr_log_info("%s: full pass %llu bytes in %llu ms, final pass %llu bytes in %lld ms (%lld ms frozen), downtime "
+			    "%lld ms", names[i], (unsigned long long)full, (unsigned long long)full_ms[i],
+			    (unsigned long long)final_bytes,
+			    (long long)json_integer_value(json_object_get(e, "ms")),
+			    (long long)json_integer_value(json_object_get(e, "frozen_ms")),
+			    (long long)json_integer_value(json_object_get(entry_of(j, "moved", names[i]), "downtime_ms")));
+		cr_assert_lt(final_bytes, full, "%s's final pass (%llu bytes) is not smaller than its full copy (%llu bytes)",
+			     names[i], (unsigned long long)final_bytes, (unsigned long long)full);
+	}
+	json_decref(j);
+
+	/* A restart (SIGKILL) after the switch: every volume whole on the target, as it was. */
+	testbed_stop(&tb, SIGKILL);
+	testbed_start_or_fail(&tb, selftest_off);
+	for (int i = 0; i < 4; i++) {
+		json_t *st = volume_status(names[i]);
+
+		cr_assert_str_eq(volume_partition(names[i]), u1);
+		cr_assert_eq(volume_home(names[i]), 1);
+		cr_assert(json_equal(json_object_get(st, "options"), opts[i]), "options of %s changed", names[i]);
+		json_decref(st);
+		json_decref(opts[i]);
+		testbed_volume_dir(&tb, 1, names[i], dir, sizeof(dir));
+		snprintf(ref, sizeof(ref), "%s/ref-%s", mp0, names[i]);
+		cr_assert_eq(treecmp(ref, dir, 0, why, sizeof(why)), 0, "volume %s differs on the target: %s", names[i], why);
+	}
+	/* The snapshots followed, with their IDs, equal, and sharing blocks on the target as on the source. */
+	snapshot_ids("db", path, sizeof(path));
+	cr_assert(strstr(ids_db, path) == ids_db, "db's snapshots were %s, now %s", ids_db, path);
+	snapshot_ids("idle", path, sizeof(path));
+	cr_assert_str_eq(path, ids_idle);
+	check_snapshot(mp0, mp1, "db", "s1");
+	check_snapshot(mp0, mp1, "idle", "sa");
+	check_snapshot(mp0, mp1, "idle", "sb");
+	snprintf(dir, sizeof(dir), "%s/nvmevol/snapshots/idle/data/sb", mp1);
+	cr_assert_eq(tree_shared_bytes(dir, &alloc, &shared), 0);
+	cr_assert_geq(shared, 14u << 20, "snapshot idle/sb shares %llu of %llu bytes on the target",
+		      (unsigned long long)shared, (unsigned long long)alloc);
+
+	/* Nothing left on the old partition: no record, directory or snapshot; no stage on the new one. */
+	snprintf(dir, sizeof(dir), "%s/nvmevol/meta", mp0);
+	cr_assert_eq(testbed_count_entries(dir), 0, "records left on the evacuated partition");
+	snprintf(dir, sizeof(dir), "%s/nvmevol/volumes", mp0);
+	cr_assert_eq(testbed_count_entries(dir), 0, "directories left on the evacuated partition");
+	snprintf(dir, sizeof(dir), "%s/nvmevol/snapshots", mp0);
+	cr_assert_eq(testbed_count_entries(dir), 0, "snapshots left on the evacuated partition");
+	snprintf(dir, sizeof(dir), "%s/nvmevol/snapshots/.evacuating", mp1);
+	cr_assert_neq(access(dir, F_OK), 0, "the stage is left on the target");
+	cr_assert_eq(ADMIN("status", "--json"), 0, "%s", err);
+	cr_assert(!strstr(out, "conflicts\":[{"), "%s", out);
+
+	/* The next Mount serves db from the new partition, with what was written last. */
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"db\",\"ID\":\"c3\"}"), 0, "%s", client_err(&rep));
+	snprintf(path, sizeof(path), "%s/w/log", json_string_value(json_object_get(rep.json, "Mountpoint")));
+	cr_assert_eq(access(path, F_OK), 0);
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"db\",\"ID\":\"c3\"}"), 0, "%s", client_err(&rep));
+	free(mnt_db);
+	free(mnt_logs);
+}
+
+/* ---- limits (project quota: the qemu guest, tests/qemu/run-quota-tests.sh) ---- */
+
+static void setup_quota(void)
+{
+	testbed_setup_quota_parts(&tb, 2, selftest_off);
+}
+
+TestSuite(daemon_evacuate_quota, .init = setup_quota, .fini = teardown, .timeout = 300);
+
+static json_t *quota_of(const char *name)
+{
+	json_t *st = volume_status(name), *q = json_incref(json_object_get(st, "quota"));
+
+	json_decref(st);
+	cr_assert_not_null(q, "no quota in the Status of %s", name);
+	return q;
+}
+
+/*
+ * A volume with size= and inodes=, in use with a snapshot, evacuated in a live
+ * and a final pass: on the new partition it has a project ID of its own with
+ * the same limits, every file charged to it (what it holds, not its snapshot),
+ * and the limit holds a write past it.
+ */
+Test(daemon_evacuate_quota, limits_follow_the_volume_and_hold_on_the_new_partition)
+{
+	const char *u0 = tb.parts[0].uuid, *u1 = tb.parts[1].uuid;
+	char dir[700], path[900];
+	json_t *q;
+	char *mnt;
+	long long wrote;
+	int e = 0;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"lim\",\"Opts\":{\"partition\":\"%s\",\"size\":\"40M\","
+			     "\"inodes\":\"1000\"}}", u0), 0, "%s", client_err(&rep));
+	testbed_volume_dir(&tb, 0, "lim", dir, sizeof(dir));
+	snprintf(path, sizeof(path), "%s/f", dir);
+	cr_assert_eq(testbed_write_bytes(path, 16ll << 20, false, &e), 16ll << 20, "%s", strerror(e));
+	cr_assert_eq(ADMIN("volume", "snapshot", "lim", "s1"), 0, "%s", err);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"lim\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
+	mnt = strdup(json_string_value(json_object_get(rep.json, "Mountpoint")));
+	cr_assert_eq(ADMIN("partition", "evacuate", u0, "--to", u1, "--json"), 1, "%s %s", out, err);
+	cr_assert(strstr(out, "\"kind\": \"full\""), "no live pass: %s", out);
+	/* Written after the live pass: the final pass carries it. */
+	snprintf(path, sizeof(path), "%s/g", mnt);
+	cr_assert_eq(testbed_write_bytes(path, 4ll << 20, false, &e), 4ll << 20, "%s", strerror(e));
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"lim\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
+	free(mnt);
+	cr_assert_eq(ADMIN("partition", "evacuate", u0, "--to", u1, "--json"), 0, "%s %s", out, err);
+	cr_assert(strstr(out, "\"kind\": \"incremental\""), "%s", out);
+	cr_assert_str_eq(volume_partition("lim"), u1);
+
+	q = quota_of("lim");
+	cr_assert_gt(json_integer_value(json_object_get(q, "project_id")), 0, "%s", rep.body);
+	cr_assert_eq(json_integer_value(json_object_get(q, "enforced_limit_bytes")), 40ll << 20, "%s", rep.body);
+	cr_assert_eq(json_integer_value(json_object_get(q, "enforced_limit_inodes")), 1000, "%s", rep.body);
+	/* 20 MiB held; the snapshot's 16 MiB are in project 0 (never charged), as on the old partition. */
+	cr_assert_geq(json_integer_value(json_object_get(q, "used_bytes")), 20ll << 20, "%s", rep.body);
+	cr_assert_lt(json_integer_value(json_object_get(q, "used_bytes")), 24ll << 20, "%s", rep.body);
+	json_decref(q);
+	cr_assert_eq(ADMIN("volume", "snapshots", "lim", "--json"), 0, "%s", err);
+	cr_assert(strstr(out, "\"s1\""), "%s", out);
+
+	/* The limit holds on the new partition: 24 MiB more do not fit in 40. */
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"lim\",\"ID\":\"c2\"}"), 0, "%s", client_err(&rep));
+	snprintf(path, sizeof(path), "%s/h", json_string_value(json_object_get(rep.json, "Mountpoint")));
+	wrote = testbed_write_bytes(path, 24ll << 20, false, &e);
+	cr_assert_lt(wrote, 24ll << 20, "a write past size= went through on the new partition");
+	cr_assert(e == EDQUOT || e == ENOSPC, "%s", strerror(e));
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"lim\",\"ID\":\"c2\"}"), 0, "%s", client_err(&rep));
+}
+
+/* --wait: a volume in use is waited for (--timeout), and moved by an incremental final pass once unmounted. */
+Test(daemon_evacuate, wait_moves_a_volume_as_soon_as_it_is_unmounted)
+{
+	const char *u0 = tb.parts[0].uuid;
+	char dir[700], path[900];
+	int status;
+	pid_t cmd;
+	FILE *f;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"busy\",\"Opts\":{\"partition\":\"%s\"}}", u0), 0, "%s",
+		     client_err(&rep));
+	testbed_volume_dir(&tb, 0, "busy", dir, sizeof(dir));
+	tree_fill_sample(dir);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"busy\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
+
+	/* Still in use when the time is up: exit 1, says so, a live pass made. */
+	cr_assert_eq(ADMIN("partition", "evacuate", u0, "--timeout", "2"), 1, "%s %s", out, err);
+	cr_assert(strstr(out, "waiting for an unmount: busy"), "%s", out);
+	cr_assert(strstr(out, "live pass full"), "%s", out);
+	cr_assert(strstr(out, "still in use after 2 s"), "%s", out);
+	cr_assert_eq(ADMIN("partition", "evacuate", u0, "--timeout", "soon"), 2);
+
+	/* Unmounted while --wait runs: moved within its next check, by the final pass only. */
+	cmd = fork();
+	cr_assert_geq(cmd, 0);
+	if (cmd == 0) {
+		int rc = ADMIN("partition", "evacuate", u0, "--wait", "--timeout", "60");
+
+		snprintf(path, sizeof(path), "%s/wait.out", tb.dir);
+		f = fopen(path, "w");
+		if (f) {
+			fputs(out, f);
+			fclose(f);
+		}
+		_exit(rc);
+	}
+	usleep(1500 * 1000);
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"busy\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
+	cr_assert_eq(waitpid(cmd, &status, 0), cmd);
+	snprintf(path, sizeof(path), "%s/wait.out", tb.dir);
+	f = fopen(path, "r");
+	cr_assert_not_null(f);
+	memset(out, 0, sizeof(out));
+	(void)!fread(out, 1, sizeof(out) - 1, f);
+	fclose(f);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "--wait ended with %d: %s", status, out);
+	cr_assert(strstr(out, "moved busy to"), "%s", out);
+	cr_assert(strstr(out, "final pass incremental"), "%s", out);
+	cr_assert_str_eq(volume_partition("busy"), tb.parts[1].uuid);
 }

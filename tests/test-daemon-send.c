@@ -23,7 +23,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "cli/send-stream.h"
+#include "stream/send-stream.h"
 #include "helpers/testbed.h"
 #include "helpers/treecmp.h"
 #include "util/macro.h"

@@ -462,18 +462,18 @@ Test(daemon_snapshot, a_snapshot_older_than_its_volume_is_not_that_volumes)
 
 	create_volume("gen", "");
 	testbed_volume_dir(&tb, 0, "gen", vol, sizeof(vol));
-	put(vol, "file", "one", 3);
+	tree_put_bytes(vol, "file", "one", 3);
 	cr_assert_eq(ADMIN("volume", "snapshot", "gen", "s1"), 0, "%s", err);
 	snapdir("gen", "meta", meta, sizeof(meta));
 	record = slurp(meta, "s1.json");
-	put(meta, "s1.json", "{}", 2); /* what an older nvmevol makes of it */
+	tree_put_bytes(meta, "s1.json", "{}", 2); /* what an older nvmevol makes of it */
 	testbed_stop(&tb, SIGTERM);
 	testbed_start_or_fail(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL });
 	cr_assert_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"gen\"}"), 0, "%s", client_err(&rep));
 	sleep(1); /* the new volume is created a second after the snapshot at least */
 	create_volume("gen", "");
-	put(vol, "file", "two", 3);
-	put(meta, "s1.json", record, strlen(record));
+	tree_put_bytes(vol, "file", "two", 3);
+	tree_put_bytes(meta, "s1.json", record, strlen(record));
 	free(record);
 	testbed_stop(&tb, SIGTERM);
 	testbed_start_or_fail(&tb, (const char *const[]){ "NVMEVOL_SELFTEST=off", NULL });

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The send stream's pure parts (src/cli/send-stream.c): every record type
+ * The send stream's pure parts (src/stream/send-stream.c): every record type
  * written and read back field for field; the path rules; the framing's
  * refusals (another magic or version, a flipped bit in any byte, a cut at
  * any byte, a record missing before the end, bytes after it, a second
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/send-stream.h"
+#include "stream/send-stream.h"
 #include "util/macro.h"
 #include "util/strutil.h"
 #include "volume/snapshot.h"
@@ -272,5 +272,26 @@ Test(send_stream, a_snapshot_record_keeps_by_move_and_refuses_a_false_or_odd_one
 	cr_assert_eq(snapshot_record_parse(bad, strlen(bad), "vol", &back, &why), -EUCLEAN);
 	cr_assert(strstr(why, "not a snapshot record"), "%s", why);
 	free(bad);
+	free(rec);
+}
+
+/* An evacuation's snapshot says so in its record; another's record has no such field. */
+Test(send_stream, an_evacuation_snapshot_is_marked_in_its_record)
+{
+	VolumeSnapshot s = { .name = "evacuate-1", .state = SNAPSHOT_COMMITTED, .evacuation = true,
+			     .id = "0123456789abcdef0123456789abcdef" };
+	VolumeSnapshot back;
+	char *rec = snapshot_record_dump("vol", &s);
+
+	cr_assert_not_null(rec);
+	cr_assert(strstr(rec, "\"evacuation\":true"), "%s", rec);
+	cr_assert_eq(snapshot_record_parse(rec, strlen(rec), "vol", &back, NULL), 0);
+	cr_assert(back.evacuation);
+	s.evacuation = false;
+	free(rec);
+	rec = snapshot_record_dump("vol", &s);
+	cr_assert(!strstr(rec, "evacuation"), "%s", rec);
+	cr_assert_eq(snapshot_record_parse(rec, strlen(rec), "vol", &back, NULL), 0);
+	cr_assert(!back.evacuation);
 	free(rec);
 }

@@ -282,16 +282,21 @@ static const CliCommand commands[] = {
 	  "Lets a cordoned partition receive new volumes again.\n"
 	  "\nOptions:\n" TARGET_HELP EXIT_HELP,
 	  CLI_OPTS_TARGET, 1, 1, cmd_partition_uncordon },
-	{ "partition evacuate", "UUID|LABEL [--to UUID|LABEL]",
-	  "Moves every volume of a partition to other partitions of this host, keeping\n"
-	  "its name, options, owner and limits; the partition is cordoned first. A\n"
-	  "volume not in use is copied, verified, then switched at once: its next Mount\n"
-	  "serves it from the new partition. A volume in use is listed as waiting: stop\n"
-	  "its containers and run the command again. A volume with snapshots is\n"
-	  "refused (named): remove or export its snapshots first.\n"
+	{ "partition evacuate", "UUID|LABEL [--to UUID|LABEL] [--wait [--timeout SEC]]",
+	  "Moves every volume of a partition, with its snapshots, to other partitions\n"
+	  "of this host, keeping its name, options, owner and limits; the partition is\n"
+	  "cordoned first. A volume not in use gets its final pass (only what changed\n"
+	  "since its last pass, or all of it) and is switched at once: its next Mount\n"
+	  "serves it from the new partition. A volume in use gets a live pass (copied\n"
+	  "while its containers run; the next one carries only what changed) and is\n"
+	  "listed as waiting: stop its containers and run the command again, or use\n"
+	  "--wait. Each run goes on from the last pass, across plugin restarts.\n"
 	  "\nOptions:\n"
-	  "  --to PART        move them there (default: placement's choice for each)\n" TARGET_HELP EXIT_HELP,
-	  CLI_OPTS_TARGET | CLI_OPT_TO, 1, 1, cmd_partition_evacuate },
+	  "  --to PART        move them there (default: placement's choice for each)\n"
+	  "  --wait           run until no volume waits: a check every second, a live\n"
+	  "                   pass every 60 s, the final pass as soon as it is unmounted\n"
+	  "  --timeout SEC    how long --wait waits (default 600; implies --wait)\n" TARGET_HELP EXIT_HELP,
+	  CLI_OPTS_TARGET | CLI_OPT_TO | CLI_OPT_WAIT | CLI_OPT_TIMEOUT, 1, 1, cmd_partition_evacuate },
 	{ "state import", "[DIR] [--keep]",
 	  "Imports the volume index of an older install's state directory (default\n"
 	  "/var/lib/nvmevol, where nvmevol 0.1 kept it) into the running plugin: the\n"
@@ -385,6 +390,7 @@ static const CliOptionDef option_defs[] = {
 	{ "passes", CLI_OPT_PASSES, offsetof(CliArgs, passes) },
 	{ "small", CLI_OPT_SMALL, offsetof(CliArgs, small) },
 	{ "small-seconds", CLI_OPT_SMALL_SECONDS, offsetof(CliArgs, small_seconds) },
+	{ "wait", CLI_OPT_WAIT, 0 },
 };
 
 /* One pass over every option of every command; the words that are not options end up in a->args. */

@@ -40,6 +40,7 @@ typedef enum CliOption {
 	CLI_OPT_PASSES = 1u << 23,    /* volume move: live passes at most */
 	CLI_OPT_SMALL = 1u << 24,     /* volume move: a live pass this small is the last */
 	CLI_OPT_SMALL_SECONDS = 1u << 25, /* volume move: a live pass this short is the last */
+	CLI_OPT_WAIT = 1u << 26,      /* partition evacuate: until no volume waits (--timeout) */
 	/* Every command that talks to the plugin takes these. */
 	CLI_OPTS_TARGET = CLI_OPT_JSON | CLI_OPT_PLUGIN | CLI_OPT_SOCKET,
 } CliOption;

@@ -26,6 +26,7 @@
 #include "util/macro.h"
 #include "util/strutil.h"
 #include "util/table.h"
+#include "util/time-util.h"
 
 /* Where nvmevol 0.1 kept its state on the host. */
 #define LEGACY_STATE_DIR "/var/lib/nvmevol"
@@ -1057,30 +1058,106 @@ static void print_names(const char *title, const json_t *arr)
 		       str(e, "why") ? str(e, "why") : "");
 }
 
+/* "full, 64.0 MiB in 812 ms" of a pass object. */
+static void pass_text(const json_t *pass, char *buf, size_t len)
+{
+	char b[32];
+
+	human_bytes((uint64_t)json_integer_value(json_object_get(pass, "bytes")), b, sizeof(b));
+	snprintf(buf, len, "%s, %s in %lld ms", str(pass, "kind") ? str(pass, "kind") : "?", b,
+		 (long long)json_integer_value(json_object_get(pass, "ms")));
+}
+
+static void print_moved(const json_t *arr)
+{
+	size_t i;
+	json_t *e;
+	char pass[96];
+
+	json_array_foreach(arr, i, e) {
+		pass_text(json_object_get(e, "final_pass"), pass, sizeof(pass));
+		printf("  moved %s to %s: final pass %s; %lld snapshot(s) with it; downtime %lld ms\n",
+		       str(e, "name") ? str(e, "name") : "?", str(e, "to") ? str(e, "to") : "?", pass,
+		       (long long)json_integer_value(json_object_get(e, "snapshots")),
+		       (long long)json_integer_value(json_object_get(e, "downtime_ms")));
+	}
+}
+
+static void print_waiting(const json_t *arr)
+{
+	size_t i;
+	json_t *e;
+	char pass[96];
+
+	json_array_foreach(arr, i, e) {
+		const json_t *p = json_object_get(e, "pass");
+
+		if (p)
+			pass_text(p, pass, sizeof(pass));
+		printf("  waiting for an unmount: %s: %s%s%s%s\n", str(e, "name") ? str(e, "name") : "?",
+		       str(e, "why") ? str(e, "why") : "", p ? " (live pass " : "", p ? pass : "", p ? ")" : "");
+	}
+}
+
+/* With --wait, a live pass again once the last one is this old: the final pass then carries less. */
+#define EVACUATE_LIVE_EVERY_MS (60u * 1000)
+#define EVACUATE_POLL_MS 1000
+
 int cmd_partition_evacuate(const CliArgs *a, char **args, int n)
 {
 	_cleanup_(admin_target_done) AdminTarget t = { 0 };
-	_cleanup_(json_decrefp) json_t *j = NULL, *req = json_pack("{s:s}", "Partition", args[0]);
+	_cleanup_(json_decrefp) json_t *j = NULL, *moved = json_array();
+	uint64_t timeout = 600, start = now_mono_ms(), last_live = 0;
+	bool wait = a->given & (CLI_OPT_WAIT | CLI_OPT_TIMEOUT), live = true;
 	size_t waiting, refused;
 	int r;
 
-	if (!req || (a->to && json_object_set_new(req, "To", json_string(a->to)) < 0))
+	if (a->timeout && parse_u64(a->timeout, &timeout) < 0)
+		return cli_usage_error(a, "--timeout takes a number of seconds");
+	if (!moved)
 		return cli_fail(a, "out of memory");
-	if ((r = ask(a, &t, ADMIN_PATH_PARTITION_EVACUATE, req, &j)) != 0)
+	r = find(a, &t);
+	if (r != 0)
 		return r;
-	waiting = json_array_size(json_object_get(j, "waiting"));
-	refused = json_array_size(json_object_get(j, "refused"));
+	for (;;) {
+		_cleanup_(json_decrefp) json_t *req = json_pack("{s:s,s:b}", "Partition", args[0], "LivePass", live);
+
+		if (!req || (a->to && json_object_set_new(req, "To", json_string(a->to)) < 0))
+			return cli_fail(a, "out of memory");
+		json_decref(j);
+		j = NULL;
+		if (live)
+			last_live = now_mono_ms();
+		if ((r = call(a, &t, ADMIN_PATH_PARTITION_EVACUATE, req, &j)) != 0)
+			return r;
+		json_array_extend(moved, json_object_get(j, "moved"));
+		waiting = json_array_size(json_object_get(j, "waiting"));
+		refused = json_array_size(json_object_get(j, "refused"));
+		if (!(a->given & CLI_OPT_JSON)) {
+			print_moved(json_object_get(j, "moved"));
+			if (live || !wait || !waiting)
+				print_waiting(json_object_get(j, "waiting"));
+		}
+		if (!wait || waiting == 0 || now_mono_ms() - start > timeout * 1000)
+			break;
+		(void)usleep(EVACUATE_POLL_MS * 1000);
+		live = now_mono_ms() - last_live >= EVACUATE_LIVE_EVERY_MS;
+	}
+	if (json_object_set(j, "moved", moved) < 0)
+		return cli_fail(a, "out of memory");
 	if (a->given & CLI_OPT_JSON)
 		r = print_json(j);
 	else {
-		printf("partition %s: cordoned; %zu volume(s) moved, %zu waiting, %zu refused\n", args[0],
-		       json_array_size(json_object_get(j, "moved")), waiting, refused);
-		print_names("moved", json_object_get(j, "moved"));
-		print_names("waiting for an unmount:", json_object_get(j, "waiting"));
 		print_names("refused", json_object_get(j, "refused"));
-		if (waiting || refused)
+		printf("partition %s: cordoned; %zu volume(s) moved, %zu waiting, %zu refused\n", args[0],
+		       json_array_size(moved), waiting, refused);
+		if (wait && waiting)
+			printf("still in use after %llu s: stop their containers, then run 'nvmevol partition evacuate %s' "
+			       "again (each run carries only what changed since the last pass)\n",
+			       (unsigned long long)timeout, args[0]);
+		else if (waiting || refused)
 			printf("stop the containers of the waiting volumes (or deal with the refused ones), then run "
-			       "'nvmevol partition evacuate %s' again\n", args[0]);
+			       "'nvmevol partition evacuate %s' again, or add --wait\n", args[0]);
 		r = CLI_EXIT_OK;
 	}
 	/* Not every volume left: the partition is not empty yet, and a script must see that. */

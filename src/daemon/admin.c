@@ -339,6 +339,10 @@ int admin_request_parse(const char *method, const char *path, const char *body, 
 		r = parse_partition(j, &req.partition, ret_status, reterr_msg);
 		if (r == 0)
 			r = parse_partition_field(j, "To", true, &req.to, ret_status, reterr_msg);
+		f = json_object_get(j, "LivePass");
+		if (r == 0 && f && !json_is_boolean(f))
+			r = refuse(400, ret_status, reterr_msg, -EINVAL, "'LivePass' must be true or false");
+		req.no_live_pass = json_is_false(f);
 		break;
 	case ADMIN_VOLUME_FENCE:
 		r = parse_host(j, &req.host, ret_status, reterr_msg);
@@ -593,7 +597,8 @@ static void dispatch(Admin *a, const AdminRequest *req, json_t **ret, char **ret
 					     reterr_msg);
 		break;
 	case ADMIN_PARTITION_EVACUATE:
-		r = manager_partition_evacuate(a->manager, req->partition, req->to, ret, reterr_msg);
+		r = manager_partition_evacuate(a->manager, req->partition, req->to, !req->no_live_pass, ret,
+					       reterr_msg);
 		break;
 	case ADMIN_VOLUME_FENCE:
 		r = manager_volume_fence(a->manager, req->name, req->host, ret, reterr_msg);

@@ -83,6 +83,7 @@ typedef struct AdminRequest {
 	char *snapshot;  /* validated snapshot name (NULL: not given) */
 	char *token;     /* validated export token */
 	char *to;        /* validated label or UUID (evacuate's target), NULL if not given */
+	bool no_live_pass;   /* PartitionEvacuate: "LivePass": false (volumes in use only wait) */
 	char *host;      /* validated fence host */
 	json_t *changes; /* object of strings (resize, set) */
 	json_t *expect;  /* object of mount ID: count (release) */

@@ -195,6 +195,11 @@ int manager_snapshot_build_copy(Manager *m, Volume *v, PartitionFs *fs, const Vo
 /* Takes snapshot @snap of @v (the frozen path) with ID @id (NULL: a new one). */
 int manager_snapshot_take_locked(Manager *m, Volume *v, const char *snap, const char *id, bool by_move,
 				 char **reterr_msg);
+/* For an evacuation's pass (op_lock held): snapshot @snap of @v marked "evacuation"; *@ret: a copy of its record. */
+int manager_snapshot_take_for_evacuation(Manager *m, Volume *v, const char *snap, VolumeSnapshot *ret,
+					 char **reterr_msg);
+/* Removes snapshot @snap of @v (op_lock held). */
+int manager_snapshot_remove_locked(Manager *m, Volume *v, const char *snap, char **reterr_msg);
 /* @v's snapshot with ID @id, or NULL (borrowed; op_lock held). */
 VolumeSnapshot *manager_snapshot_find_id(Volume *v, const char *id);
 /* manager-receive.c: start-up deletes what interrupted receives left in snapshots/<volume>/ (@vol_fd). */

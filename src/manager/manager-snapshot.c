@@ -57,6 +57,7 @@ typedef struct SnapArgs {
 	const char *snap;
 	const char *token; /* export close */
 	bool temporary;    /* take: for an export */
+	bool evacuation;   /* take: for an evacuation's pass */
 	const char *id;    /* take: the sender's ID (receive); NULL: a new random one */
 	bool by_move;      /* take: for a move (snapshot.h) */
 	json_t *result;
@@ -91,6 +92,8 @@ static json_t *snap_json(const VolumeSnapshot *s)
 		json_object_set_new(j, "temporary", json_true());
 	if (s->by_move)
 		json_object_set_new(j, "by_move", json_true());
+	if (s->evacuation)
+		json_object_set_new(j, "evacuation", json_true());
 	if (s->id[0])
 		json_object_set_new(j, "id", json_string(s->id));
 	if (s->data_missing)
@@ -379,6 +382,7 @@ static int create_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 		default_name(s.name, sizeof(s.name), v);
 	s.temporary = a->temporary;
 	s.by_move = a->by_move;
+	s.evacuation = a->evacuation;
 	if (a->id)
 		snprintf(s.id, sizeof(s.id), "%s", a->id);
 	else {
@@ -739,6 +743,32 @@ int manager_snapshot_take_locked(Manager *m, Volume *v, const char *snap, const 
 {
 	SnapArgs a = { .snap = snap, .id = id, .by_move = by_move };
 	int r = create_fn(m, v, &a, reterr_msg);
+
+	json_decref(a.result);
+	return r;
+}
+
+int manager_snapshot_take_for_evacuation(Manager *m, Volume *v, const char *snap, VolumeSnapshot *ret,
+					 char **reterr_msg)
+{
+	SnapArgs a = { .snap = snap, .evacuation = true };
+	VolumeSnapshot *s;
+	int r = create_fn(m, v, &a, reterr_msg);
+
+	json_decref(a.result);
+	if (r < 0)
+		return r;
+	s = find_snap(v, snap);
+	if (!s)
+		return errmsg_set(reterr_msg, -ENOENT, "snapshot %s of %s was taken but is not listed", snap, v->name);
+	*ret = *s;
+	return 0;
+}
+
+int manager_snapshot_remove_locked(Manager *m, Volume *v, const char *snap, char **reterr_msg)
+{
+	SnapArgs a = { .snap = snap };
+	int r = remove_fn(m, v, &a, reterr_msg);
 
 	json_decref(a.result);
 	return r;

@@ -71,11 +71,14 @@ int manager_partition_cordon(Manager *m, const char *ref, bool on, const char *r
 			     char **reterr_msg);
 /*
  * Admin: cordons partition @ref, then moves each of its volumes that is not
- * in use to another partition of this host (@to, or placement's choice):
- * copied, verified, switched at the commit point of its record
- * (manager-evacuate.c). {"partition","moved":[...],"waiting":[...],"refused":[...]}
+ * in use, with its snapshots, to another partition of this host (@to, or
+ * placement's choice): the final pass (only what changed since the last
+ * one), then the switch at the commit point of its record; a volume in use
+ * gets a live pass (@live) and waits (manager-evacuate.c).
+ * {"partition","moved":[...],"waiting":[...],"refused":[...]}
  */
-int manager_partition_evacuate(Manager *m, const char *ref, const char *to, json_t **ret_result, char **reterr_msg);
+int manager_partition_evacuate(Manager *m, const char *ref, const char *to, bool live, json_t **ret_result,
+			       char **reterr_msg);
 /*
  * Fences volume @name: moved to @host (its record says so, with the time and
  * a generation number), so a Mount here is refused until it is unfenced; Get,

@@ -40,7 +40,8 @@ char *snapshot_record_dump(const char *volume, const VolumeSnapshot *s)
 	if (!j)
 		return NULL;
 	if ((s->id[0] && json_object_set_new(j, "id", json_string(s->id)) < 0) ||
-	    (s->by_move && json_object_set_new(j, "by_move", json_true()) < 0)) {
+	    (s->by_move && json_object_set_new(j, "by_move", json_true()) < 0) ||
+	    (s->evacuation && json_object_set_new(j, "evacuation", json_true()) < 0)) {
 		json_decref(j);
 		return NULL;
 	}
@@ -82,11 +83,17 @@ int snapshot_record_parse(const char *buf, size_t len, const char *volume, Volum
 	j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!j)
 		return errmsg_set(reterr_msg, -EUCLEAN, "not valid JSON: %s", jerr.text);
-	/* "id" since send/receive, "by_move" (only true) since move: a record without them is an older nvmevol's. */
+	/*
+	 * "id" since send/receive: a record without one is an older nvmevol's. "by_move" (always
+	 * true) only on a move's snapshot, "evacuation" (always true) only on an evacuation's.
+	 */
 	x = json_object_get(j, "id");
-	if (!json_is_object(j) || json_object_size(j) != 11u + !!x + !!json_object_get(j, "by_move") ||
+	if (!json_is_object(j) ||
+	    json_object_size(j) != 11u + (x ? 1u : 0u) + (json_object_get(j, "by_move") ? 1u : 0u) +
+					   (json_object_get(j, "evacuation") ? 1u : 0u) ||
 	    (x && !(json_is_string(x) && snapshot_id_is_valid(json_string_value(x)))) ||
-	    (json_object_get(j, "by_move") && !json_is_true(json_object_get(j, "by_move")))) {
+	    (json_object_get(j, "by_move") && !json_is_true(json_object_get(j, "by_move"))) ||
+	    (json_object_get(j, "evacuation") && !json_is_true(json_object_get(j, "evacuation")))) {
 		errmsg_set(reterr_msg, r, "not a snapshot record");
 		goto out;
 	}
@@ -124,6 +131,7 @@ int snapshot_record_parse(const char *buf, size_t len, const char *volume, Volum
 		goto out;
 	}
 	s.temporary = json_is_true(json_object_get(j, "temporary"));
+	s.evacuation = json_is_true(json_object_get(j, "evacuation"));
 	s.volume_in_use = json_is_true(x);
 	s.at = (int64_t)u;
 	if (get_u64(j, "frozen_ms", UINT32_MAX, &u) < 0 || get_u64(j, "entries", INT64_MAX, &s.entries) < 0 ||

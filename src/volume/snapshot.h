@@ -46,6 +46,7 @@ typedef struct VolumeSnapshot {
 	uint64_t entries;   /* files, directories, links and special files */
 	uint64_t bytes;     /* sizes of the regular files */
 	bool temporary;     /* taken for an export: removed when it ends, or at the next start */
+	bool evacuation;    /* taken by an evacuation, the base of its next pass; never moved with the volume */
 	/*
 	 * A random 128-bit ID (32 hex digits) drawn when it is taken, or the
 	 * sender's when it came with `volume receive`: an incremental stream

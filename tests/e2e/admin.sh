@@ -31,7 +31,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=readme.sh
 . "$HERE/readme.sh"
 
-SCENARIOS=(readme_install survive admin_block release backup forget_adopt several_root migration)
+SCENARIOS=(readme_install survive admin_block release backup evacuate forget_adopt several_root migration)
 
 IMG=nvmevol-e2e/busybox:latest
 RUN=(docker run --rm --network none)
@@ -344,6 +344,45 @@ scenario_backup() {
     done
     e2e_check "docker volume rm pgdata-replica" docker volume rm pgdata-replica
     rm -f /tmp/pgdata-monday.stream
+}
+
+# The README's evacuate block: pgdata, in use by a container named pg that keeps writing,
+# leaves ${PREFIX}0 for a second partition (a live pass, pg stopped, the final pass), then
+# everything goes back so that the scenarios after this one find it where it was.
+scenario_evacuate() {
+    local i before after dev
+    dev=$(e2e_make_loop_xfs "${PREFIX}2" 320)
+    # Attached while the plugin runs: adopted first (it takes no volumes before).
+    for i in $(seq 1 20); do
+        "$NV" partition adopt "${PREFIX}2" >/dev/null 2>&1 && break
+        sleep 0.5
+    done
+    docker run -d --name pg --network none -v pgdata:/data "$IMG" \
+        sh -c 'trap "exit 0" TERM; while :; do date >>/data/evac.log; sleep 0.1; done' >/dev/null
+    sleep 1
+    E2E_VIEW_NONE=1 run_readme evacuate
+    check_readme evacuate
+    e2e_match "first run: pgdata in use gets a live pass and waits" 'waiting for an unmount: pgdata: .*live pass full' \
+        "${OUTS[0]}"
+    e2e_match "second run: pgdata moved by an incremental final pass" 'moved pgdata to .*final pass incremental' \
+        "${OUTS[1]}"
+    e2e_eq "pgdata is served from the new partition" "${PREFIX}2" "$(vjson pgdata | jq -r .Status.partition.label)"
+    e2e_eq "pgdata keeps its owner and mode" "999:999 700" "$("${RUN[@]}" -v pgdata:/data "$IMG" stat -c '%u:%g %a' /data 2>&1)"
+    e2e_eq "pgdata keeps its data" keep-me "$("${RUN[@]}" -v pgdata:/data "$IMG" cat /data/keep 2>&1)"
+    before=$("${RUN[@]}" -v pgdata:/data "$IMG" wc -l /data/evac.log 2>&1 | awk '{print $1}')
+    sleep 1
+    after=$("${RUN[@]}" -v pgdata:/data "$IMG" wc -l /data/evac.log 2>&1 | awk '{print $1}')
+    e2e_check "pg writes to it again after docker start ($before then $after lines)" test "${after:-0}" -gt "${before:-0}"
+    e2e_eq "nothing is left on ${PREFIX}0's volumes" "" \
+        "$("$NV" status --json | jq -r --arg l "${PREFIX}0" '.volumes[] | select(.Status.partition.label == $l) | .Name')"
+    docker rm -f pg >/dev/null
+    # Back, and the second partition gone, for the scenarios after this one (as forget_adopt takes a disk away).
+    "$NV" partition uncordon "${PREFIX}0" >/dev/null
+    e2e_check "evacuated back to ${PREFIX}0" "$NV" partition evacuate "${PREFIX}2" --to "${PREFIX}0"
+    docker plugin disable -f "$PLUGIN" >/dev/null
+    losetup -d "$dev"
+    docker plugin enable "$PLUGIN" >/dev/null
+    wait_plugin
 }
 
 scenario_forget_adopt() {

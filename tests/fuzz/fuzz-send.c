@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Fuzzes the stream decoder of `nvmevol volume receive` (src/cli/send-stream.c)
- * and its application (src/cli/recv-tree.c): the stream is another host's,
+ * Fuzzes the stream decoder of `nvmevol volume receive` (src/stream/send-stream.c)
+ * and its application (src/stream/recv-tree.c): the stream is another host's,
  * applied as root.
  *
  * Input: a send stream. Its framing is read from memory, its header checked,
@@ -26,8 +26,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/recv-tree.h"
-#include "cli/send-stream.h"
+#include "stream/recv-tree.h"
+#include "stream/send-stream.h"
 #include "fuzz-sandbox.h"
 #include "util/fs-util.h"
 #include "util/log.h"

@@ -523,13 +523,18 @@ long long testbed_write_bytes(const char *path, long long bytes, bool append, in
 
 void testbed_setup_quota(Testbed *tb, const char *const *extra_env)
 {
+	testbed_setup_quota_parts(tb, 1, extra_env);
+}
+
+void testbed_setup_quota_parts(Testbed *tb, int n_parts, const char *const *extra_env)
+{
 	ClientReply rep = { 0 };
 	json_t *part;
 	bool quota;
 
 	testbed_require_root();
-	testbed_setup(tb, 1, extra_env);
-	cr_assert_eq(tb_call(tb, "Create", &rep, "{\"Name\":\"probe\"}"), 0);
+	testbed_setup(tb, n_parts, extra_env);
+	cr_assert_eq(tb_call(tb, "Create", &rep, "{\"Name\":\"probe\",\"Opts\":{\"partition\":\"%s\"}}", tb->parts[0].uuid), 0);
 	cr_assert_eq(tb_call(tb, "Get", &rep, "{\"Name\":\"probe\"}"), 0);
 	part = json_object_get(json_object_get(json_object_get(rep.json, "Volume"), "Status"), "partition");
 	quota = json_is_true(json_object_get(part, "project_quota"));

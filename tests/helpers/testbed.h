@@ -51,6 +51,8 @@ void testbed_start_or_fail(Testbed *tb, const char *const *extra_env);
 void testbed_setup(Testbed *tb, int n_parts, const char *const *extra_env);
 /* testbed_setup() with one partition and a volume "probe"; skips (and cleans up) on a kernel without XFS project quota. */
 void testbed_setup_quota(Testbed *tb, const char *const *extra_env);
+/* The same with @n_parts partitions (the probe on the first). */
+void testbed_setup_quota_parts(Testbed *tb, int n_parts, const char *const *extra_env);
 /* Starts the daemon with the testbed's settings plus "NAME=value" strings in @extra_env (NULL-terminated). */
 int testbed_start(Testbed *tb, const char *const *extra_env);
 /* The two halves of testbed_start(): spawn only (tb->pid), then wait until it serves (-ECHILD: it exited). */

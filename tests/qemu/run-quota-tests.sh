@@ -13,7 +13,8 @@ BUILD=${1:-${NVMEVOL_BUILD_DIR:-build}}
 SUITE=run-quota-tests.sh
 . tests/qemu/lib.sh
 BINS=("$BUILD/tests/test-quota" "$BUILD/tests/test-daemon-quota" "$BUILD/tests/test-admin-quota"
-	"$BUILD/tests/test-quota-faults" "$BUILD/tests/test-daemon-send" "$BUILD/src/nvmevol")
+	"$BUILD/tests/test-quota-faults" "$BUILD/tests/test-daemon-send" "$BUILD/tests/test-daemon-evacuate"
+	"$BUILD/src/nvmevol")
 # The project-ID escape check (guest-projid-escape.sh) and its tools.
 BINS+=("$BUILD/tests/tools/plugin-call" "$BUILD/tests/tools/projid" "$BUILD/tests/tools/dockercaps")
 
@@ -34,6 +35,7 @@ NVMEVOL_BINARY=/work/nvmevol /work/test-daemon-quota --color=never --verbose -j1
 NVMEVOL_BINARY=/work/nvmevol /work/test-admin-quota --color=never --verbose -j1 || rc=1
 NVMEVOL_BINARY=/work/nvmevol /work/test-quota-faults --color=never --verbose -j1 || rc=1
 NVMEVOL_BINARY=/work/nvmevol /work/test-daemon-send --filter 'daemon_send_quota/*' --color=never --verbose -j1 || rc=1
+NVMEVOL_BINARY=/work/nvmevol /work/test-daemon-evacuate --filter 'daemon_evacuate_quota/*' --color=never --verbose -j1 || rc=1
 sh /work/guest-projid-escape.sh || rc=1
 exit $rc
 SH

@@ -4,11 +4,15 @@
 mutating syscall of Create, Mount, Unmount and Remove, of Create with from= (a
 clone) of a volume not in use and of one in use, and of a snapshot (the admin
 socket's /Admin.VolumeSnapshot), of a fence (/Admin.VolumeFence) and of an evacuation of the volume's
-partition to the other one (/Admin.PartitionEvacuate: --ops fence,evacuate, a run of its own on two
-partitions), ioctl included for the clones, the snapshot and the evacuation (FICLONE,
+partition to the other one (/Admin.PartitionEvacuate, a run of its own on two partitions: evacuate, an
+idle volume's final pass and switch; evacuatelive, an incremental live pass of a mounted volume after a
+full one; evacuatefinal, the final incremental pass after a live one, and the switch; evacuatesnap, an
+idle volume moved with its snapshot), ioctl included for the clones, the snapshot and the evacuation (FICLONE,
 FIFREEZE, FIEMAP while frozen, FITHAW) (strace -e inject=SYSCALL:signal=KILL:when=N
 on the running daemon), restarted, and checked; a snapshot is then either listed
-with the files the volume had, or not listed and gone from the partition. The daemon runs without a freeze
+with the files the volume had, or not listed and gone from the partition; an evacuated volume is whole on
+exactly one partition, still mounted if it was, each snapshot listed once with its data next to it (a moved
+one with the files it had). The daemon runs without a freeze
 guardian (NVMEVOL_TEST_FREEZE_NO_GUARDIAN=1, as PID 1 of a plugin), so a kill while
 frozen leaves the partition frozen and the restart must thaw it.
 
@@ -41,6 +45,9 @@ daemon lives is a hang, a violation; a point is "not reached" only when the requ
 answered and no kill followed. --sabotage plays a broken daemon (segv: a SIGSEGV at the
 point; hang: the call blocks; data: the data file changes across the restart): the run
 must fail.
+
+--sample N runs N points per operation drawn at random (--seed, printed) from all of them, one syscall
+after the other, for a run of bounded time; without it every point runs.
 
 Prints "crashpoints: points=N reached=N violations=0 hangs=0 crashes=0 ..." and exits
 non-zero on any violation.
@@ -76,17 +83,21 @@ OPS = {
     "fence": ("/Admin.VolumeFence", {"Name": NAME, "Host": "cpnode2"}),
     # The partition is the one that holds the volume at the time (send() fills it in): two partitions.
     "evacuate": ("/Admin.PartitionEvacuate", {}),
+    "evacuatelive": ("/Admin.PartitionEvacuate", {}),
+    "evacuatefinal": ("/Admin.PartitionEvacuate", {}),
+    "evacuatesnap": ("/Admin.PartitionEvacuate", {}),
     # The command runs them (send() starts it): every daemon call of a receive of a full stream, of
     # an incremental one, and of a move of an idle volume (its fence, final pass and what follows).
     "recvfull": None,
     "recvincr": None,
     "move": None,
 }
-ADMIN_OPS = {"snapshot", "fence", "evacuate"}   # served on the admin socket
+EVACUATE_OPS = {"evacuate", "evacuatelive", "evacuatefinal", "evacuatesnap"}
+ADMIN_OPS = {"snapshot", "fence"} | EVACUATE_OPS   # served on the admin socket
 COMMAND_OPS = {"recvfull", "recvincr", "move"}  # `nvmevol volume receive` / `volume move` against the daemon
-TWO_PARTITION_OPS = {"evacuate"}
+TWO_PARTITION_OPS = EVACUATE_OPS
 # Their own runs (run-all.sh): fence and evacuate on two partitions, the command's on streams and a second daemon.
-DEFAULT_OPS = [op for op in OPS if op not in ("fence", "evacuate") and op not in COMMAND_OPS]
+DEFAULT_OPS = [op for op in OPS if op != "fence" and op not in EVACUATE_OPS and op not in COMMAND_OPS]
 RECV = "cprecv"      # the volume a receive makes or updates
 STREAM_SRC = "cpsend"   # the volume the streams are sent from
 NODE2 = "cpnode2"    # the other node of a move: a second daemon
@@ -263,7 +274,7 @@ def send(tb, op, timeout):
         ok = run_command_op(tb, op, max(timeout, COMMAND_TIMEOUT))
         return (200, {}) if ok else (500, {"Err": "the command failed"})
     endpoint, body = OPS[op]
-    if op == "evacuate":
+    if op in EVACUATE_OPS:
         body = {"Partition": partition_of(tb, NAME)}
     return tb.admin_call(endpoint, body, timeout=timeout) if op in ADMIN_OPS else tb.call(endpoint, body,
                                                                                           timeout=timeout)
@@ -297,6 +308,45 @@ def snapshot_problems(tb, data):
     if listed:
         return ["snapshots listed: %s" % listed]
     return ["snapshot not listed but left on disk: %s %s" % (recs, dirs)] if recs or dirs else []
+
+
+def evacuation_snapshots(tb):
+    return [s["name"] for s in tb.admin_ok("/Admin.VolumeSnapshots", {"Name": NAME}).get("snapshots", [])
+            if s.get("evacuation")]
+
+
+def evacuate_problems(tb, op, snap_data):
+    """Each snapshot listed once, with its data on the volume's partition; the moved one with its files; no
+    snapshot data without a record there (the evacuation's stage excepted)."""
+    st, j = tb.admin_call("/Admin.VolumeSnapshots", {"Name": NAME})
+    if st != 200:
+        return ["volume snapshots answered %s %s" % (st, j)]
+    listed = [s["name"] for s in j.get("snapshots", [])]
+    bad = ["snapshot %s listed %d times" % (n, listed.count(n)) for n in set(listed) if listed.count(n) > 1]
+    d = tb.volume_dir(NAME)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(d))) if d else None
+    for r in tb.fs_roots():
+        base = os.path.join(r, "nvmevol", "snapshots", NAME)
+        recs = sorted(f[:-5] for f in os.listdir(os.path.join(base, "meta"))) if os.path.isdir(
+            os.path.join(base, "meta")) else []
+        data = sorted(os.listdir(os.path.join(base, "data"))) if os.path.isdir(os.path.join(base, "data")) else []
+        if r != root:
+            if recs or data:
+                bad.append("snapshots of %s left on the partition it is not on: %s %s" % (NAME, recs, data))
+            continue
+        if recs != sorted(listed) or data != sorted(listed):
+            bad.append("snapshots listed %s, records %s, data %s" % (sorted(listed), recs, data))
+    if op == "evacuatesnap":
+        if SNAP not in listed:
+            bad.append("snapshot %s of a moved volume is not listed: %s" % (SNAP, listed))
+        elif root:
+            got = files_below(os.path.join(root, "nvmevol", "snapshots", NAME, "data", SNAP))
+            if got != snap_data:
+                bad.append("snapshot %s holds %s, it had %s" % (SNAP, sorted(got), sorted(snap_data)))
+    return bad
+
+
+snap_files = {}   # evacuatesnap: what the snapshot holds
 
 
 def precondition(tb, op):
@@ -336,17 +386,52 @@ def precondition(tb, op):
         tb.ok("/VolumeDriver.Mount", {"Name": NAME, "ID": MID})
     if op == "fence":
         tb.admin_ok("/Admin.VolumeUnfence", {"Name": NAME})
-    if op == "evacuate":
+    if op in EVACUATE_OPS:
+        tb.admin_ok("/Admin.VolumeUnfence", {"Name": NAME})   # the fence op's, before it: mounts again
         # Evacuate cordons the partition it empties: both take volumes again, so it can move back.
         for p in tb.admin_ok("/Admin.Status", {}).get("partitions", []):
             tb.admin_ok("/Admin.PartitionUncordon", {"Partition": p["uuid"]})
+        # No snapshot but the op's own: the user's of evacuatesnap, the evacuation's of a live pass.
+        for s in tb.admin_ok("/Admin.VolumeSnapshots", {"Name": NAME}).get("snapshots", []):
+            tb.admin_ok("/Admin.VolumeSnapshotRemove", {"Name": NAME, "Snapshot": s["name"]})
+    if op == "evacuatesnap":
+        snap_files.clear()
+        snap_files.update(write_data(tb))
+        tb.admin_ok("/Admin.VolumeSnapshot", {"Name": NAME, "Snapshot": SNAP})
+    if op in ("evacuatelive", "evacuatefinal"):
+        # A full live pass first (answered): the op's pass is the incremental one after it.
+        tb.ok("/VolumeDriver.Mount", {"Name": NAME, "ID": MID})
+        write_data(tb)
+        j = tb.admin_ok("/Admin.PartitionEvacuate", {"Partition": partition_of(tb, NAME)})
+        if not any(w.get("name") == NAME and w.get("pass") for w in j.get("waiting", [])):
+            raise ApiError("no live pass before the point: %s" % j)
+        if op == "evacuatefinal":
+            data = write_data(tb)
+            unmount_all(tb)
+            return data
     return write_data(tb)
 
 
+def sample_points(points, n, draw):
+    """@n of @points [(syscall, n)], drawn one syscall after the other (each in random order), so that a
+    rare syscall (a rename, an fsync, a FIFREEZE) is drawn as surely as the hundreds of opens."""
+    by_sc = {}
+    for sc, k in points:
+        by_sc.setdefault(sc, []).append(k)
+    for ks in by_sc.values():
+        draw.shuffle(ks)
+    picked = []
+    while len(picked) < n:
+        for sc in sorted(by_sc):
+            if by_sc[sc] and len(picked) < n:
+                picked.append((sc, by_sc[sc].pop()))
+    return sorted(picked)
+
+
 def syscalls_of(op):
-    """A clone's ioctls are its FICLONE, FIFREEZE, FIEMAP and FITHAW: points too (a receive and a move
-    take snapshots)."""
-    return SYSCALLS + ["ioctl"] if op in CLONE_OPS or op in ("snapshot", "evacuate") or op in COMMAND_OPS \
+    """A clone's ioctls are its FICLONE, FIFREEZE, FIEMAP and FITHAW: points too (a receive, a move and an
+    evacuation take snapshots)."""
+    return SYSCALLS + ["ioctl"] if op in CLONE_OPS or op == "snapshot" or op in EVACUATE_OPS or op in COMMAND_OPS \
         else SYSCALLS
 
 
@@ -491,6 +576,11 @@ class Checker:
         if op == "move":
             for p in move_problems(tb, data, self.stats):
                 self.bad("%s: %s" % (label, p))
+        if op in EVACUATE_OPS and v.present:
+            for p in evacuate_problems(tb, op, snap_files):
+                self.bad("%s: %s" % (label, p))
+            if op == "evacuatelive" and v.total != 1:
+                self.bad("%s: a volume in use is mounted %d times after a live pass" % (label, v.total))
         if not tb.canary_intact():
             self.bad("%s: canary changed" % label)
         return v.present
@@ -507,6 +597,9 @@ def main():
     ap.add_argument("--ops", default=",".join(DEFAULT_OPS),
                     help="operations to kill in (default: all but %s)" % ", ".join(sorted(set(OPS) - set(DEFAULT_OPS))))
     ap.add_argument("--max-points", type=int, default=0, help="stop after this many points (0 = all)")
+    ap.add_argument("--sample", type=int, default=0,
+                    help="run this many points per operation, drawn at random from all of them (0 = all)")
+    ap.add_argument("--seed", type=int, default=None, help="the draw's seed (default: a new one, printed)")
     ap.add_argument("--request-timeout", type=float, default=REQUEST_TIMEOUT,
                     help="a request without an answer for this long, the daemon alive, is a hang")
     ap.add_argument("--sabotage", choices=sorted(SABOTAGE),
@@ -520,6 +613,10 @@ def main():
                  env={"NVMEVOL_SELFTEST": "off", "NVMEVOL_TEST_FREEZE_NO_GUARDIAN": "1"})
     chk = Checker(tb)
     points = reached = thawed = hangs = crashes = 0
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 30)
+    draw = random.Random(seed)
+    if args.sample:
+        log("sampling %d points per operation, seed %d (--seed %d draws the same points)" % (args.sample, seed, seed))
     t0 = time.time()
     try:
         tb.start()
@@ -528,6 +625,7 @@ def main():
             precondition(tb, op)
             counts = count_syscalls(tb, op)
             log("%s: %s" % (op, counts))
+            all_points = []
             for sc, n_calls in sorted(counts.items()):
                 if args.syscalls and sc not in args.syscalls.split(","):
                     continue
@@ -536,50 +634,53 @@ def main():
                 if args.spread and limit > args.spread:
                     k = max(args.spread, 2)
                     ns = sorted({1 + round(i * (limit - 1) / (k - 1)) for i in range(k)})
-                for n in ns:
-                    if args.max_points and points >= args.max_points:
-                        break
-                    label = "%s/%s#%d" % (op, sc, n)
-                    data = precondition(tb, op)
-                    p = Strace(tb.pid, ["-e", "trace=" + sc, "-e", "inject=%s:%s:when=%d" %
-                                        (sc, SABOTAGE.get(args.sabotage, "signal=KILL"), n)],
-                               os.path.join(tb.base, "point.trace"))
-                    points += 1
-                    answered = hung = False
-                    try:
-                        send(tb, op, args.request_timeout)
-                        answered = True
-                    except (TimeoutError, socket.timeout) as e:
-                        hung = tb.alive()
-                        if hung and op in COMMAND_OPS:
-                            log("%s: %s" % (label, e))
-                    except (OSError, http.client.HTTPException):
-                        pass   # the kill closed the connection
-                    rc = None
-                    try:
-                        rc = tb.proc.wait(timeout=5 if answered else 1)
-                    except subprocess.TimeoutExpired:
-                        pass
-                    p.detach()
-                    if hung and rc is None:
-                        chk.bad("%s: the request hung (no answer in %.0f s, daemon alive): a deadlock is not an "
-                                "unreached point" % (label, args.request_timeout))
-                        hangs += 1
-                    elif rc is None and not answered:
-                        chk.bad("%s: no answer and no kill" % label)
-                    elif rc is not None and rc != -signal.SIGKILL:
-                        chk.bad("%s: the daemon exited with %s, not the injected SIGKILL: %s" %
-                                (label, exit_text(rc), tb.log_tail(3).strip()[-300:]))
-                        crashes += 1
-                    elif rc is not None:
-                        reached += 1
-                    # rc None and answered: this run made fewer calls than the count, the point was not reached
-                    tb.kill()  # reaps the killed daemon, or kills one the point did not reach
-                    tb.start()
-                    if args.sabotage == "data" and tb.volume_dir(NAME) and data:
-                        with open(os.path.join(tb.volume_dir(NAME), "data.bin"), "ab") as f:
-                            f.write(b"lost a write")
-                    chk.check(label, op, data)
+                all_points += [(sc, n) for n in ns]
+            if args.sample and len(all_points) > args.sample:
+                all_points = sample_points(all_points, args.sample, draw)
+            for sc, n in all_points:
+                if args.max_points and points >= args.max_points:
+                    break
+                label = "%s/%s#%d" % (op, sc, n)
+                data = precondition(tb, op)
+                p = Strace(tb.pid, ["-e", "trace=" + sc, "-e", "inject=%s:%s:when=%d" %
+                                    (sc, SABOTAGE.get(args.sabotage, "signal=KILL"), n)],
+                           os.path.join(tb.base, "point.trace"))
+                points += 1
+                answered = hung = False
+                try:
+                    send(tb, op, args.request_timeout)
+                    answered = True
+                except (TimeoutError, socket.timeout) as e:
+                    hung = tb.alive()
+                    if hung and op in COMMAND_OPS:
+                        log("%s: %s" % (label, e))
+                except (OSError, http.client.HTTPException):
+                    pass   # the kill closed the connection
+                rc = None
+                try:
+                    rc = tb.proc.wait(timeout=5 if answered else 1)
+                except subprocess.TimeoutExpired:
+                    pass
+                p.detach()
+                if hung and rc is None:
+                    chk.bad("%s: the request hung (no answer in %.0f s, daemon alive): a deadlock is not an "
+                            "unreached point" % (label, args.request_timeout))
+                    hangs += 1
+                elif rc is None and not answered:
+                    chk.bad("%s: no answer and no kill" % label)
+                elif rc is not None and rc != -signal.SIGKILL:
+                    chk.bad("%s: the daemon exited with %s, not the injected SIGKILL: %s" %
+                            (label, exit_text(rc), tb.log_tail(3).strip()[-300:]))
+                    crashes += 1
+                elif rc is not None:
+                    reached += 1
+                # rc None and answered: this run made fewer calls than the count, the point was not reached
+                tb.kill()  # reaps the killed daemon, or kills one the point did not reach
+                tb.start()
+                if args.sabotage == "data" and tb.volume_dir(NAME) and data:
+                    with open(os.path.join(tb.volume_dir(NAME), "data.bin"), "ab") as f:
+                        f.write(b"lost a write")
+                chk.check(label, op, data)
     except Exception as e:  # a precondition the daemon refuses is a finding too
         chk.bad("at point %d: %s: %s" % (points, type(e).__name__, e))
     finally:
@@ -594,8 +695,9 @@ def main():
             Streams.tb2.cleanup()
         tb.cleanup()
     extra = "".join(" %s=%d" % kv for kv in sorted(chk.stats.items()))
-    print("crashpoints: points=%d reached=%d violations=%d hangs=%d crashes=%d thawed_at_start=%d seconds=%.0f%s" %
-          (points, reached, len(chk.violations), hangs, crashes, thawed, time.time() - t0, extra))
+    print("crashpoints: points=%d reached=%d violations=%d hangs=%d crashes=%d thawed_at_start=%d seconds=%.0f%s%s" %
+          (points, reached, len(chk.violations), hangs, crashes, thawed, time.time() - t0, extra,
+           " sampled=%d seed=%d" % (args.sample, seed) if args.sample else ""))
     if points == 0:
         chk.bad("no point was run")
     for v in chk.violations[:20]:

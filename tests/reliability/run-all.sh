@@ -55,8 +55,8 @@ if [ "$MODE" = soak ]; then
 	TESTS=(
 		"crash|ok|$HERE/crash.py 10000"
 		"crashpoints|ok|$HERE/crashpoints.py"
-		"crashpoints-evacuate|ok|$HERE/crashpoints.py --ops fence,evacuate"
 		"crashpoints-move|ok|$HERE/crashpoints.py --ops recvfull,recvincr,move"
+		"crashpoints-evacuate|ok|$HERE/crashpoints.py --ops fence,evacuate,evacuatelive,evacuatefinal,evacuatesnap"
 		"errinject|ok|$HERE/errinject.py"
 		"errinject-sabotage|ok|$HERE/errinject.py --sabotage --max-points 10"
 		"errinject-asan|ok|$HERE/errinject.py --binary $NVMEVOL_ASAN_BINARY"
@@ -73,10 +73,10 @@ else
 	TESTS=(
 		"crash|ok|$HERE/crash.py 500 --max-seconds 150 --min-kills ${CRASH_MIN_KILLS:-300}"
 		"crashpoints|ok|$HERE/crashpoints.py"
-		"crashpoints-evacuate|ok|$HERE/crashpoints.py --ops fence,evacuate"
 		# A sample of the receive and move points: the renames, syncs and ioctls (the commits and the
 		# snapshots), the first and last of each; the soak runs every point.
 		"crashpoints-move|ok|$HERE/crashpoints.py --ops recvfull,recvincr,move --syscalls renameat,renameat2,fsync,ioctl --spread 2"
+		"crashpoints-evacuate|ok|$HERE/crashpoints.py --ops fence,evacuate,evacuatelive,evacuatefinal,evacuatesnap --sample 6"
 		"errinject|ok|$HERE/errinject.py --ci"
 		"errinject-sabotage|ok|$HERE/errinject.py --sabotage --max-points 4"
 		"faults|ok|$HERE/faults.py"

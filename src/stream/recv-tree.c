@@ -11,7 +11,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "cli/recv-tree.h"
+#include "stream/recv-tree.h"
 #include "util/alloc-util.h"
 #include "util/errmsg.h"
 #include "util/fs-util.h"

@@ -24,7 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cli/send-stream.h"
+#include "stream/send-stream.h"
 
 typedef struct RecvLimits {
 	uint64_t max_bytes;   /* data of WRITE records together */

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli/send-stream.h"
+#include "stream/send-stream.h"
 #include "util/alloc-util.h"
 #include "util/errmsg.h"
 #include "util/io-util.h"

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "clone/clone-file.h"
-#include "cli/send-tree.h"
+#include "stream/send-tree.h"
 #include "util/alloc-util.h"
 #include "util/dircursor.h"
 #include "util/errmsg.h"
@@ -165,6 +165,7 @@ typedef struct Ranges {
 	Sender *s;
 	const char *path;
 	int fd;
+	bool sent; /* a WRITE or HOLE went: the receiver's file got new times */
 } Ranges;
 
 /* One changed range of a file: its data (read now) in WRITE records, or a HOLE. */
@@ -173,6 +174,7 @@ static int send_one(Ranges *g, const Range *rg)
 	Sender *s = g->s;
 	uint64_t offset = rg->off, length = rg->len;
 
+	g->sent = true;
 	if (rg->hole)
 		return send_put_range(&s->w, SEND_HOLE, g->path, offset, length);
 	while (length > 0) {
@@ -319,13 +321,21 @@ static int send_file(Sender *s, const char *path, const char *name, const struct
 	s->queued = 0;
 	if (r < 0)
 		return s->why ? r : errmsg_set(&s->why, r, "cannot compare the extents of %s: %s", path, errno_str(r));
-	if (!old || old->st_size != st->st_size)
+	if (!old || old->st_size != st->st_size) {
+		g.sent = true;
 		if ((r = send_put_range(&s->w, SEND_TRUNCATE, path, (uint64_t)st->st_size, 0)) < 0)
 			return r;
-	/* A renamed file's old attributes are read by its old name's directory: compare the stat alone. */
+	}
+	/*
+	 * A renamed file's old attributes are read by its old name's directory:
+	 * compare the stat alone. A file written to has new times on the
+	 * receiver, even where the two snapshots' times are the same (the same
+	 * bytes in other blocks: a change the clone's frozen pass carried into a
+	 * snapshot): its metadata goes again.
+	 */
 	if (ofd >= 0 && old == &ost)
 		return send_meta_fd(s, path, dircursor_fd(&s->new), fd, name, st, -EBADF, -EBADF, NULL, true);
-	return send_meta_fd(s, path, dircursor_fd(&s->new), fd, name, st, dircursor_fd(&s->old), ofd, old, false);
+	return send_meta_fd(s, path, dircursor_fd(&s->new), fd, name, st, dircursor_fd(&s->old), ofd, old, g.sent);
 }
 
 static int send_delete(Sender *s, const char *path, const struct stat *old)

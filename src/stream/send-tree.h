@@ -25,7 +25,7 @@
 #include <signal.h>
 #include <stdint.h>
 
-#include "cli/send-stream.h"
+#include "stream/send-stream.h"
 
 #define SEND_TREE_MEM_MAX (256ull << 20)
 
