@@ -1728,3 +1728,40 @@ Test(clone, without_bulk_stats_every_entry_is_compared)
 		err = NULL;
 	}
 }
+
+/*
+ * What a freeze would write back is read from the log's head and tail
+ * (sysfs): many new files leave megabytes of it; a freeze writes it all
+ * back, and then there is nothing to wait for.
+ */
+Test(clone, the_metadata_a_freeze_would_write_back_is_measured_and_waited_for)
+{
+	uint64_t waited, backlog;
+	char name[64];
+	int r;
+
+	for (int d = 0; d < 60; d++) {
+		snprintf(name, sizeof(name), "w%02d", d);
+		cr_assert_eq(mkdirat(src_fd, name, 0755), 0);
+		for (int f = 0; f < 250; f++) {
+			int fd;
+
+			snprintf(name, sizeof(name), "w%02d/%03d", d, f);
+			fd = openat(src_fd, name, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+			cr_assert_geq(fd, 0);
+			close(fd);
+		}
+	}
+	r = freeze_wait_writeback(root_fd, 1, &waited, &backlog);
+	cr_log_info("after 15,000 files: %.1f MiB of log to write back, waited %.1f ms (%d)", backlog / 1048576.0,
+		    waited / 1000.0, r);
+	/* XFS's log worker (every 30 s) may have written part of it back meanwhile; else the 1 ms are up. */
+	cr_assert_gt(backlog, 0, "nothing to write back after 15,000 new files");
+	cr_assert(r == -ETIMEDOUT ? backlog >= FREEZE_WRITEBACK_MIN_BYTES : r == 0, "freeze_wait_writeback: %d", r);
+	cr_assert_eq(ioctl(root_fd, FIFREEZE, 0), 0);
+	cr_assert_eq(ioctl(root_fd, FITHAW, 0), 0);
+	r = freeze_wait_writeback(root_fd, 1, &waited, &backlog);
+	cr_assert_eq(r, 0);
+	cr_assert_lt(backlog, FREEZE_WRITEBACK_MIN_BYTES, "%llu bytes of log after a freeze", (unsigned long long)backlog);
+	cr_assert_eq(waited, 0);
+}

@@ -1267,6 +1267,18 @@ static void test_sabotage(CloneSeen *seen)
 #endif
 }
 
+/* Test builds: NVMEVOL_TEST_CLONE_WRITEBACK_WAIT_MS=N waits at most N ms for XFS's writeback before a freeze. */
+static unsigned writeback_wait_ms(void)
+{
+#if defined(NVMEVOL_TEST_HOOKS) && NVMEVOL_TEST_HOOKS
+	const char *e = getenv("NVMEVOL_TEST_CLONE_WRITEBACK_WAIT_MS");
+
+	if (e)
+		return (unsigned)strtoul(e, NULL, 10);
+#endif
+	return CLONE_WRITEBACK_WAIT_MS;
+}
+
 /*
  * Freeze, capture, thaw, apply. 1 = sync again and retry: the changes exceeded
  * the plan's room, or a file could not be opened for a lease (*ret_retry_why
@@ -1296,8 +1308,13 @@ static int frozen_pass(const CloneParams *p, CloneStats *st, uint64_t entries, b
 	test_hold_frozen();
 	deadline_us = fz.started_us + (uint64_t)p->freeze_budget_ms * 1000u;
 	/* What changed since the live pass read it; any other failure of the bulk stats: compare every entry. */
-	if (seen->on)
+	st->frozen_check_us = 0;
+	if (seen->on) {
+		uint64_t t0 = freeze_now_us();
+
 		r = clone_seen_check(seen, p->src_fd, deadline_us);
+		st->frozen_check_us = freeze_now_us() - t0;
+	}
 	if (r != -ETIME && r != -ECANCELED)
 		r = capture_pass(p, st, &plan, verify, seen->on ? seen : NULL, deadline_us, &examined, &cerr);
 	rt = freeze_end(&fz, &frozen_us);
@@ -1324,11 +1341,10 @@ static int frozen_pass(const CloneParams *p, CloneStats *st, uint64_t entries, b
 		clone_plan_done(&plan);
 		return errmsg_set(reterr_msg, r,
 				  "the freeze budget of %u ms was exceeded: %.0f ms frozen (of which %.0f ms to "
-				  "flush and freeze), %llu of %llu entries checked by their inode's bulk stats, %llu "
-				  "compared",
+				  "flush and freeze), the bulk stats of %llu inodes read, %llu of %llu entries compared",
 				  p->freeze_budget_ms, frozen_us / 1000.0, fz.freeze_call_us / 1000.0,
-				  (unsigned long long)seen->checked, (unsigned long long)entries,
-				  (unsigned long long)examined);
+				  (unsigned long long)seen->checked, (unsigned long long)examined,
+				  (unsigned long long)entries);
 	}
 	if (r == -ETIME) {
 		clone_plan_done(&plan);
@@ -1408,6 +1424,19 @@ int clone_tree(const CloneParams *p, CloneStats *ret_stats, char **reterr_msg)
 		}
 		if (i > 0)
 			r = live_pass(p, &st, &reflink, false, &seen, reterr_msg);
+		if (r == 0) {
+			uint64_t waited, backlog;
+
+			r = freeze_wait_writeback(p->freeze_fd, writeback_wait_ms(), &waited, &backlog);
+			st.writeback_wait_us += waited;
+			if (r == -ECANCELED)
+				r = errmsg_set(reterr_msg, r, "the plugin is stopping");
+			else if (r < 0) {
+				log_info("clone: XFS had not written back %.1f MiB of its log after %.1f s; freezing anyway",
+					 backlog / 1048576.0, waited / 1e6);
+				r = 0;
+			}
+		}
 		if (r == 0 && before_freeze_hook)
 			before_freeze_hook(before_freeze_userdata, i);
 		if (r == 0)

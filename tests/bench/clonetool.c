@@ -39,12 +39,13 @@ int main(int argc, char **argv)
 	printf("{\"result\":%d,\"error\":\"%s\",\"files\":%llu,\"dirs\":%llu,\"symlinks\":%llu,\"specials\":%llu,"
 	       "\"hardlinks\":%llu,\"bytes\":%llu,\"reflinked\":%llu,\"copied\":%llu,\"delta_bytes\":%llu,"
 	       "\"freezes\":%u,\"frozen_ms\":%.3f,\"freeze_call_ms\":%.3f,\"frozen_checked\":%llu,"
-	       "\"frozen_compared\":%llu,\"elapsed_ms\":%.3f}\n",
+	       "\"frozen_compared\":%llu,\"frozen_check_ms\":%.3f,\"writeback_wait_ms\":%.3f,\"elapsed_ms\":%.3f}\n",
 	       r, err ? err : "", (unsigned long long)st.files, (unsigned long long)st.dirs,
 	       (unsigned long long)st.symlinks, (unsigned long long)st.specials, (unsigned long long)st.hardlinks,
 	       (unsigned long long)st.bytes, (unsigned long long)st.reflinked, (unsigned long long)st.copied,
 	       (unsigned long long)st.delta_bytes, st.freezes, st.frozen_us / 1000.0, st.freeze_call_us / 1000.0,
-	       (unsigned long long)st.frozen_checked, (unsigned long long)st.frozen_compared, st.elapsed_us / 1000.0);
+	       (unsigned long long)st.frozen_checked, (unsigned long long)st.frozen_compared,
+	       st.frozen_check_us / 1000.0, st.writeback_wait_us / 1000.0, st.elapsed_us / 1000.0);
 	free(err);
 	return r < 0 ? 1 : 0;
 }

@@ -90,7 +90,7 @@ mkdir -p "$MNT/neighbour"
 RAW=$HERE/raw
 mkdir -p "$RAW"
 OUT=$RAW/freeze-stall.tsv
-printf 'entries\tmethod\trep\tfrozen_ms\tfreeze_call_ms\tcompared\tchecked\tcarried_bytes\tclone_ms\tworst_neighbour_ms\tneighbour_p99_before_ms\tloadavg\n' >"$OUT"
+printf 'entries\tmethod\trep\tfrozen_ms\tfreeze_call_ms\tcompared\tchecked\tcarried_bytes\tclone_ms\tworst_neighbour_ms\tneighbour_p99_before_ms\tloadavg\tcheck_ms\twriteback_wait_ms\n' >"$OUT"
 UPTIME_START=$(uptime)
 log "start: $UPTIME_START; kernel $(uname -r), $(nproc) CPUs; before: $BEFORE_NAME; after: $AFTER_NAME"
 
@@ -144,8 +144,8 @@ start_neighbour() {
     python3 - "$MNT/neighbour/probe" "$1" <<'PY' &
 import os, signal, sys, time
 p = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644)
-out = open(sys.argv[2], "w", buffering=1 << 16)
-signal.signal(signal.SIGTERM, lambda *a: (out.flush(), os._exit(0)))
+out = open(sys.argv[2], "w", buffering=1) # a line at a time: the clone's rows are read while this runs
+signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
 buf, i = b"n" * 4096, 0
 while True:
     t0 = time.monotonic()
@@ -188,8 +188,9 @@ base = sorted(l for t, l in rows if t0 - 1.0 <= t < t0)
 during = [l for t, l in rows if t0 <= t + l and t <= t1]
 p99 = base[min(len(base) - 1, int(0.99 * len(base)))] * 1000 if base else float("nan")
 worst = max(during) * 1000 if during else float("nan")
-print("%s\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%d\t%.0f\t%.1f\t%.1f\t%s" % (entries, method, rep, j["frozen_ms"], j["freeze_call_ms"],
-      j.get("frozen_compared", "all"), j.get("frozen_checked", 0), j["delta_bytes"], (t1 - t0) * 1000, worst, p99, load))
+print("%s\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%d\t%.0f\t%.1f\t%.1f\t%s\t%.1f\t%.0f" % (entries, method, rep, j["frozen_ms"], j["freeze_call_ms"],
+      j.get("frozen_compared", "all"), j.get("frozen_checked", 0), j["delta_bytes"], (t1 - t0) * 1000, worst, p99, load,
+      j.get("frozen_check_ms", 0), j.get("writeback_wait_ms", 0)))
 PY
     rm -rf "$MNT/dst"
 }
@@ -224,8 +225,8 @@ def med(v):
     return "%.1f (%.1f–%.1f)" % (statistics.median(v), min(v), max(v))
 print("Run: %s to %s; before = %s, after = %s; %s reps each, alternating." % (up0.strip(), up1.strip(), before, after, reps))
 print()
-print("| entries | binary | frozen ms | of it FIFREEZE ms | compared while frozen | worst neighbour write ms | neighbour p99 before ms | frozen ÷ 50 ms goal |")
-print("|---:|---|---:|---:|---:|---:|---:|---:|")
+print("| entries | binary | frozen ms | of it FIFREEZE ms | of it bulk stats ms | compared while frozen | worst neighbour write ms | neighbour p99 before ms | waited for writeback s | whole clone s | frozen ÷ 50 ms goal |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 summary = {}
 for entries in sorted({r[0] for r in rows}, key=int):
     for method in ("before", "after"):
@@ -234,11 +235,14 @@ for entries in sorted({r[0] for r in rows}, key=int):
         call = [float(r[4]) for r in rs]
         worst = [float(r[9]) for r in rs]
         p99 = [float(r[10]) for r in rs]
+        chk = [float(r[12]) for r in rs]
+        wb = [float(r[13]) / 1000 for r in rs]
+        whole = [float(r[8]) / 1000 for r in rs]
         cmp_ = sorted({r[5] for r in rs}, key=lambda x: (x == "all", int(x) if x.isdigit() else 0))
         summary[(entries, method)] = (statistics.median(fz), statistics.median(worst))
-        print("| %s | %s | %s | %s | %s | %s | %s | %.2f× |" % (entries, method, med(fz), med(call),
+        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.2f× |" % (entries, method, med(fz), med(call), med(chk),
               "every entry" if cmp_ == ["all"] else "%s–%s" % (cmp_[0], cmp_[-1]) if len(cmp_) > 1 else cmp_[0],
-              med(worst), med(p99), statistics.median(fz) / 50))
+              med(worst), med(p99), med(wb), med(whole), statistics.median(fz) / 50))
 print()
 for entries in sorted({k[0] for k in summary}, key=int):
     b, a = summary[(entries, "before")], summary[(entries, "after")]
