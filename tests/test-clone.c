@@ -1065,7 +1065,8 @@ Test(clone, the_budget_holds_inside_one_large_changed_file)
 	 * fail the clone without a torn copy.
 	 */
 	cr_assert(err && (strstr(err, "budget of 120 ms") || strstr(err, "thawed by someone else")), "message: %s", err);
-	cr_log_info("frozen %.1f ms (budget %u ms): %s", st.frozen_us / 1000.0, budget, err);
+	cr_log_info("frozen %.1f ms (budget %u ms; %.1f ms of bulk stats, %.1f ms waited before): %s", st.frozen_us / 1000.0,
+		    budget, st.frozen_check_us / 1000.0, st.writeback_wait_us / 1000.0, err);
 	/*
 	 * The check that matters is deterministic: the change was not read whole
 	 * while frozen (below). The time is only bounded loosely, against a hang:
