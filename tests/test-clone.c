@@ -1348,10 +1348,14 @@ static void require_test_hooks(void)
 		cr_skip_test("needs a build with -Dtest_hooks=true (NVMEVOL_TEST_CLONE_SABOTAGE)");
 }
 
-/* Deletes everything under src/ and dst/. */
+/* Empty source and clone directories again (busybox's find in the qemu guest has no -delete). */
 static void reset_both(void)
 {
-	RUN_OK("find", src, "-mindepth", "1", "-delete");
+	RUN_OK("rm", "-rf", src);
+	cr_assert_eq(mkdir(src, 0755), 0);
+	close(src_fd);
+	src_fd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	cr_assert_geq(src_fd, 0);
 	reset_dst();
 }
 
@@ -1539,6 +1543,13 @@ ParameterizedTestParameters(clone, each_change_after_the_live_read_reaches_the_c
 ParameterizedTest(size_t *i, clone, each_change_after_the_live_read_reaches_the_clone_and_needs_its_check)
 {
 	const ChangeCase *c = &change_cases[*i];
+	const char *only = getenv("CLONE_TEST_CASES");
+
+	/* The qemu guest (TCG, slow) runs only the cases whose kernel behaviour may differ (run-clone-quota-tests.sh). */
+	if (only && !strstr(only, c->name)) {
+		cr_log_info("%s: not one of CLONE_TEST_CASES, left to the host", c->name);
+		return;
+	}
 	CloneStats st;
 	char *err = NULL, why[1024];
 	int r;
