@@ -1267,6 +1267,16 @@ static void test_sabotage(CloneSeen *seen)
 #endif
 }
 
+/* CPU time of this thread: what a freeze costs apart from waiting for others on a busy host. */
+static uint64_t thread_cpu_us(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 /* Test builds: NVMEVOL_TEST_CLONE_WRITEBACK_WAIT_MS=N waits at most N ms for XFS's writeback before a freeze. */
 static unsigned writeback_wait_ms(void)
 {
@@ -1290,7 +1300,7 @@ static int frozen_pass(const CloneParams *p, CloneStats *st, uint64_t entries, b
 	_cleanup_free_ char *cerr = NULL;
 	ClonePlan plan;
 	Freeze fz;
-	uint64_t examined = 0, frozen_us = 0, deadline_us;
+	uint64_t examined = 0, frozen_us = 0, deadline_us, cpu0;
 	int r = 0, rt;
 
 	clone_plan_init(&plan, p->delta_max ? p->delta_max : CLONE_DELTA_MAX_DEFAULT);
@@ -1304,6 +1314,7 @@ static int frozen_pass(const CloneParams *p, CloneStats *st, uint64_t entries, b
 	}
 	st->freezes++;
 	st->at = (int64_t)time(NULL);
+	cpu0 = thread_cpu_us();
 	/* Nothing may be written from here to freeze_end(): it would wait for the thaw. */
 	test_hold_frozen();
 	deadline_us = fz.started_us + (uint64_t)p->freeze_budget_ms * 1000u;
@@ -1318,6 +1329,7 @@ static int frozen_pass(const CloneParams *p, CloneStats *st, uint64_t entries, b
 	if (r != -ETIME && r != -ECANCELED)
 		r = capture_pass(p, st, &plan, verify, seen->on ? seen : NULL, deadline_us, &examined, &cerr);
 	rt = freeze_end(&fz, &frozen_us);
+	st->frozen_cpu_us = thread_cpu_us() - cpu0;
 	st->frozen_us = frozen_us;
 	st->freeze_call_us = fz.freeze_call_us;
 	st->frozen_checked = seen->on ? seen->checked : 0;

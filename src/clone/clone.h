@@ -106,6 +106,7 @@ typedef struct CloneStats {
 	uint64_t frozen_checked;    /* inodes whose bulk stats the last freeze read (0: none, every entry compared) */
 	uint64_t frozen_compared;   /* entries the last freeze compared one by one */
 	uint64_t frozen_check_us;   /* of the last freeze, the time its bulk stats took */
+	uint64_t frozen_cpu_us;     /* CPU time the engine's thread spent during the last freeze (its own work) */
 	uint64_t writeback_wait_us; /* waited before freezing for XFS to write back what the log held (freeze.h) */
 	int64_t at;                 /* unix time of the instant the clone shows */
 	uint64_t elapsed_us;
