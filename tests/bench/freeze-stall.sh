@@ -194,7 +194,7 @@ fz = j.get("before_freeze_at") or t1 - j["frozen_ms"] / 1000 - 0.5
 from_freeze = [l for t, l in rows if fz <= t + l and t <= t1]
 worst_fz = max(from_freeze) * 1000 if from_freeze else float("nan")
 worst_base = base[-1] * 1000 if base else float("nan")
-print("%s\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%d\t%.0f\t%.1f\t%.1f\t%s\t%.1f\t%.0f\t%s\t%s" % (entries, method, rep, j["frozen_ms"],
+print("%s\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%d\t%.0f\t%.1f\t%.1f\t%s\t%.1f\t%.0f\t%s\t%s\t%s\t%s" % (entries, method, rep, j["frozen_ms"],
       j["freeze_call_ms"], j.get("frozen_compared", "all"), j.get("frozen_checked", 0), j["delta_bytes"], (t1 - t0) * 1000, worst,
       p99, load, j.get("frozen_check_ms", 0), j.get("writeback_wait_ms", 0),
       "%.1f" % j["frozen_cpu_ms"] if "frozen_cpu_ms" in j else "-", result, "%.1f" % worst_fz, "%.1f" % worst_base))
