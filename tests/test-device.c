@@ -6,6 +6,7 @@
  * the settings that drive it.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "device/device.h"
 #include "device/nvme-health.h"
 #include "device/xfs-geometry.h"
+#include "device/xfs-log.h"
 
 static void put_le(uint8_t *p, uint64_t v, int bytes)
 {
@@ -390,6 +392,34 @@ Test(xfs, feature_bits)
 	cr_expect_not(g.rmapbt || g.inobtcount || g.finobt || g.ftype);
 	xfs_geometry_decode_flags(0, &g);
 	cr_expect_not(g.crc || g.reflink || g.bigtime);
+}
+
+/* Log sequence numbers as sysfs writes them, and the metadata between a log's tail and head. */
+Test(xfs, log_sequence_numbers_parse_and_measure)
+{
+	XfsLsn a, b;
+
+	cr_assert_eq(xfs_lsn_parse("5:53865\n", &a), 0);
+	cr_expect(a.cycle == 5 && a.block == 53865);
+	cr_assert_eq(xfs_lsn_parse("4294967295:0", &b), 0);
+	cr_expect(b.cycle == UINT32_MAX && b.block == 0);
+	static const char *const bad[] = { "", ":1", "1:", "1", "-1:2", "1:-2", "1:2x", "4294967296:1", "1:2\n\n" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		cr_expect_eq(xfs_lsn_parse(bad[i], &a), -EINVAL, "'%s' was taken", bad[i]);
+
+	/* Same cycle; the head one pass ahead, past the log's end; nonsense. */
+	cr_expect_eq(xfs_lsn_distance((XfsLsn){ 4, 100 }, (XfsLsn){ 4, 350 }, 1000), 250);
+	cr_expect_eq(xfs_lsn_distance((XfsLsn){ 4, 900 }, (XfsLsn){ 5, 50 }, 1000), 150);
+	cr_expect_eq(xfs_lsn_distance((XfsLsn){ 4, 100 }, (XfsLsn){ 4, 100 }, 1000), 0);
+	cr_expect_eq(xfs_lsn_distance((XfsLsn){ 4, 350 }, (XfsLsn){ 4, 100 }, 1000), UINT64_MAX);
+	cr_expect_eq(xfs_lsn_distance((XfsLsn){ 4, 100 }, (XfsLsn){ 5, 200 }, 1000), UINT64_MAX);
+	cr_expect_eq(xfs_lsn_distance((XfsLsn){ 4, 100 }, (XfsLsn){ 6, 50 }, 1000), UINT64_MAX);
+	cr_expect_eq(xfs_lsn_distance((XfsLsn){ 4, 1000 }, (XfsLsn){ 4, 1000 }, 1000), UINT64_MAX);
+
+	cr_expect(xfs_lsn_reached((XfsLsn){ 5, 1 }, (XfsLsn){ 4, 999 }));
+	cr_expect(xfs_lsn_reached((XfsLsn){ 4, 999 }, (XfsLsn){ 4, 999 }));
+	cr_expect_not(xfs_lsn_reached((XfsLsn){ 4, 998 }, (XfsLsn){ 4, 999 }));
+	cr_expect_not(xfs_lsn_reached((XfsLsn){ 3, 5000 }, (XfsLsn){ 4, 0 }));
 }
 
 /* A healthy NVMe partition at 1 MiB on a 512/4096 namespace. */

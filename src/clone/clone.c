@@ -12,6 +12,7 @@
 #include "clone/clone-file.h"
 #include "clone/clone-meta.h"
 #include "clone/clone-plan.h"
+#include "clone/clone-seen.h"
 #include "clone/freeze.h"
 #include "util/dircursor.h"
 #include "util/errmsg.h"
@@ -22,14 +23,22 @@
 #include "util/macro.h"
 #include "util/u64map.h"
 
-/* Tests only; set while no clone runs (see clone.h), so it needs no lock. */
+/* Tests only; set while no clone runs (see clone.h), so they need no lock. */
 static CloneBeforeFreezeHook before_freeze_hook;
 static void *before_freeze_userdata;
+static CloneAfterReadHook after_read_hook;
+static void *after_read_userdata;
 
 void clone_set_before_freeze_hook(CloneBeforeFreezeHook hook, void *userdata)
 {
 	before_freeze_hook = hook;
 	before_freeze_userdata = userdata;
+}
+
+void clone_set_after_read_hook(CloneAfterReadHook hook, void *userdata)
+{
+	after_read_hook = hook;
+	after_read_userdata = userdata;
 }
 
 typedef enum WalkMode {
@@ -38,10 +47,15 @@ typedef enum WalkMode {
 	WALK_MEASURE, /* the source only: allocated bytes and inodes */
 } WalkMode;
 
-/* One directory's names, sorted: offsets into one arena. */
+/* One directory's names, sorted: offsets into one arena, with the inode each names (d_ino). */
+typedef struct ListingEntry {
+	size_t off;
+	uint64_t ino;
+} ListingEntry;
+
 typedef struct Listing {
 	char *arena;
-	size_t *offs;
+	ListingEntry *ents;
 	size_t n, len;
 } Listing;
 
@@ -53,12 +67,17 @@ typedef struct Frame {
 	bool c_present;  /* the clone has this directory and its cursor is in it */
 	bool c_fresh;    /* made in this pass: empty, nothing to compare */
 	bool dirty;      /* capture: the clone's entries here change, so its times must be set again */
+	bool pruned;     /* capture: the clone's directory is the live pass's copy of this one: unchanged entries stay */
+	bool s_changed;  /* capture: the source directory's names or metadata may differ from the clone's */
+	uint32_t seen;   /* the source directory in the ledger (clone-seen.h), CLONE_SEEN_NONE if not there */
+	Listing cls;     /* capture, pruned and changed: the clone's names and inodes here */
 	uint64_t mem;    /* charged to Walk.mem_names for this frame */
 } Frame;
 
 typedef struct LinkInfo {
 	uint64_t c_ino; /* the clone's inode for it, 0 if it is (re)created by the plan */
 	char *c_path;   /* its first name, from the clone's root */
+	uint32_t seen;  /* live: its index in the ledger */
 } LinkInfo;
 
 typedef struct Walk {
@@ -76,13 +95,16 @@ typedef struct Walk {
 	size_t n_links, cap_links;
 	U64Map claims;  /* clone inode -> the source inode it stands for */
 	ClonePlan *plan;
+	CloneSeen *seen; /* live: what it reads is noted; capture: what did not change is left alone (NULL: none) */
+	uint32_t entry_seen; /* the entry being handled, in the ledger */
+	uint64_t entry_ino;  /* live: its inode as the first stat saw it */
 	uint64_t deadline_us;
 	bool *reflink;  /* still sharing blocks (cleared when copying is allowed and sharing is not) */
 	bool tolerant;  /* a frozen pass follows: entries that change under this one are skipped */
 	bool verify;    /* capture of a copy: any change of the source fails, nothing is carried over */
 	char *changed;  /* verify: the first path found changed */
 	uint64_t mem_max, mem_names, mem_links; /* clone.h: the walk's memory the source's shape decides */
-	uint64_t examined;
+	uint64_t examined, skipped; /* capture: entries compared, entries left alone (unchanged) */
 	uint64_t measure_bytes, measure_inodes;
 	char **reterr_msg;
 } Walk;
@@ -150,13 +172,13 @@ static int copy_changed(Walk *w, const char *name)
 
 static int cmp_names(const void *a, const void *b, void *arena)
 {
-	return strcmp((const char *)arena + *(const size_t *)a, (const char *)arena + *(const size_t *)b);
+	return strcmp((const char *)arena + ((const ListingEntry *)a)->off, (const char *)arena + ((const ListingEntry *)b)->off);
 }
 
 static void listing_done(Listing *l)
 {
 	free(l->arena);
-	free(l->offs);
+	free(l->ents);
 	*l = (Listing){ 0 };
 }
 
@@ -168,22 +190,22 @@ typedef struct ListingBuild {
 
 static uint64_t listing_bytes(const Listing *l)
 {
-	return l->len + l->n * sizeof(*l->offs);
+	return l->len + l->n * sizeof(*l->ents);
 }
 
-static int listing_add(const char *name, void *userdata)
+static int listing_add(const char *name, uint64_t ino, void *userdata)
 {
 	ListingBuild *b = userdata;
 	size_t nl = strlen(name) + 1;
 
 	if (b->l.n >= CLONE_DIR_ENTRIES_MAX)
 		return -EFBIG;
-	if (listing_bytes(&b->l) + nl + sizeof(*b->l.offs) > b->room)
+	if (listing_bytes(&b->l) + nl + sizeof(*b->l.ents) > b->room)
 		return -ENOBUFS;
-	if (GROW_ARRAY(b->l.arena, b->cap_a, b->l.len + nl, 4096) < 0 || GROW_ARRAY(b->l.offs, b->cap_o, b->l.n + 1, 64) < 0)
+	if (GROW_ARRAY(b->l.arena, b->cap_a, b->l.len + nl, 4096) < 0 || GROW_ARRAY(b->l.ents, b->cap_o, b->l.n + 1, 64) < 0)
 		return -ENOMEM;
 	memcpy(b->l.arena + b->l.len, name, nl);
-	b->l.offs[b->l.n++] = b->l.len;
+	b->l.ents[b->l.n++] = (ListingEntry){ .off = b->l.len, .ino = ino };
 	b->l.len += nl;
 	return 0;
 }
@@ -191,24 +213,25 @@ static int listing_add(const char *name, void *userdata)
 static int listing_read(int dirfd, uint64_t room, Listing *ret)
 {
 	ListingBuild b = { .room = room };
-	int r = dir_foreach_name(dirfd, listing_add, &b);
+	int r = dir_foreach_entry(dirfd, listing_add, &b);
 
 	if (r < 0) {
 		listing_done(&b.l);
 		return r;
 	}
 	if (b.l.n > 1)
-		qsort_r(b.l.offs, b.l.n, sizeof(*b.l.offs), cmp_names, b.l.arena);
+		qsort_r(b.l.ents, b.l.n, sizeof(*b.l.ents), cmp_names, b.l.arena);
 	*ret = b.l;
 	return 0;
 }
 
 static const char *listing_name(const Listing *l, size_t i)
 {
-	return l->arena + l->offs[i];
+	return l->arena + l->ents[i].off;
 }
 
-static bool listing_has(const Listing *l, const char *name)
+/* The index of @name in @l, or l->n. */
+static size_t listing_find(const Listing *l, const char *name)
 {
 	size_t lo = 0, hi = l->n;
 
@@ -216,13 +239,18 @@ static bool listing_has(const Listing *l, const char *name)
 		size_t mid = (lo + hi) / 2;
 		int c = strcmp(listing_name(l, mid), name);
 		if (c == 0)
-			return true;
+			return mid;
 		if (c < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return false;
+	return l->n;
+}
+
+static bool listing_has(const Listing *l, const char *name)
+{
+	return listing_find(l, name) < l->n;
 }
 
 static int path_append(Walk *w, const char *name)
@@ -364,7 +392,7 @@ static bool vanished(int r)
 
 static int link_remember(Walk *w, uint64_t s_ino, uint64_t c_ino, const char *name)
 {
-	LinkInfo li = { .c_ino = c_ino };
+	LinkInfo li = { .c_ino = c_ino, .seen = w->entry_seen };
 	int r;
 
 	if (GROW_ARRAY(w->linkv, w->cap_links, w->n_links + 1, 64) < 0)
@@ -415,6 +443,9 @@ static int sync_meta(Walk *w, const char *name, int s_fd, const struct stat *ss,
 	r = clone_meta_read(sdir, name, s_fd, ss, &sm);
 	if (r < 0)
 		return fail(w, r, "cannot read the attributes of", name);
+	/* What the clone gets of the access time: a read of the source after this changes no change time. */
+	if (w->mode == WALK_LIVE && w->seen)
+		clone_seen_atime(w->seen, name ? w->entry_seen : w->frames[w->depth - 1].seen, &sm.atime);
 	if (!force) {
 		struct stat cs;
 
@@ -539,6 +570,11 @@ static int do_file(Walk *w, Frame *f, const char *name, bool c_exists, const str
 	w->st->files++;
 	w->st->bytes += (uint64_t)ss.st_size;
 	*ret_c_ino = 0;
+	/* Replaced since its stat: what is read is not what the ledger noted. */
+	if (w->mode == WALK_LIVE && w->seen && (uint64_t)ss.st_ino != w->entry_ino) {
+		clone_seen_changed(w->seen, w->entry_seen);
+		clone_seen_changed(w->seen, f->seen);
+	}
 
 	if (w->verify) {
 		/* A copy: its size and modification time were the source's when it was copied. */
@@ -718,10 +754,18 @@ static int do_extra_link(Walk *w, Frame *f, const char *name, const struct stat 
 
 static int frame_push(Walk *w, const char *name, bool c_present, bool c_fresh)
 {
-	Frame fr = { .c_present = c_present, .c_fresh = c_fresh, .path_len = w->path_len };
+	Frame fr = { .c_present = c_present, .c_fresh = c_fresh, .path_len = w->path_len, .seen = w->entry_seen,
+		     .s_changed = true };
 	uint64_t used = w->mem_names + w->mem_links;
 	bool charged = false;
 	int r;
+
+	/* Capture: where the clone's directory is the live pass's copy of this one, only what changed is compared. */
+	if (w->mode == WALK_CAPTURE && w->seen && fr.seen != CLONE_SEEN_NONE && c_present && !c_fresh &&
+	    clone_seen_is_copy(w->seen, w->s.levels[w->s.depth - 1].ino, w->c.levels[w->c.depth - 1].ino)) {
+		fr.pruned = true;
+		fr.s_changed = clone_seen_dir_changed(w->seen, fr.seen);
+	}
 
 	if (GROW_ARRAY(w->frames, w->cap, w->depth + 1, 64) < 0)
 		return -ENOMEM;
@@ -731,8 +775,13 @@ static int frame_push(Walk *w, const char *name, bool c_present, bool c_fresh)
 			return -ENOMEM;
 	}
 	r = listing_read(dircursor_fd(&w->s), used < w->mem_max ? w->mem_max - used : 0, &fr.ls);
-	/* The listing, the frame, its name twice (the frame's and the path's). */
-	fr.mem = listing_bytes(&fr.ls) + sizeof(fr) + (name ? 2 * (strlen(name) + 1) : 0);
+	/* The clone's names, to find each unchanged inode's copy under its name (handle_one()). */
+	if (r == 0 && fr.pruned && fr.s_changed) {
+		used += listing_bytes(&fr.ls);
+		r = listing_read(dircursor_fd(&w->c), used < w->mem_max ? w->mem_max - used : 0, &fr.cls);
+	}
+	/* The listings, the frame, its name twice (the frame's and the path's). */
+	fr.mem = listing_bytes(&fr.ls) + listing_bytes(&fr.cls) + sizeof(fr) + (name ? 2 * (strlen(name) + 1) : 0);
 	if (r == 0)
 		r = mem_charge(w, &w->mem_names, fr.mem);
 	charged = r == 0;
@@ -743,6 +792,7 @@ static int frame_push(Walk *w, const char *name, bool c_present, bool c_fresh)
 			w->mem_names -= fr.mem;
 		free(fr.name);
 		listing_done(&fr.ls);
+		listing_done(&fr.cls);
 		return r;
 	}
 	w->frames[w->depth++] = fr;
@@ -772,8 +822,12 @@ static int do_dir(Walk *w, Frame *f, const char *name, bool c_exists)
 	}
 	r = dircursor_push(&w->s, name);
 	if (r < 0) {
-		if (w->tolerant && vanished(r))
+		if (w->tolerant && vanished(r)) {
+			/* Never listed: the frozen pass compares it and its directory. */
+			clone_seen_changed(w->seen, w->entry_seen);
+			clone_seen_changed(w->seen, f->seen);
 			return 0;
+		}
 		return fail(w, r, r == -EXDEV ? "a mount point inside the source at" : "cannot enter", name);
 	}
 	if (w->mode != WALK_MEASURE && c_present) {
@@ -782,6 +836,8 @@ static int do_dir(Walk *w, Frame *f, const char *name, bool c_exists)
 			(void)dircursor_pop(&w->s);
 			return fail(w, r, "cannot enter the clone's", name);
 		}
+		if (w->mode == WALK_LIVE && w->seen)
+			clone_seen_clone_ino(w->seen, w->entry_seen, w->c.levels[w->c.depth - 1].ino);
 	}
 	r = frame_push(w, name, w->mode != WALK_MEASURE && c_present, c_fresh);
 	if (r < 0) {
@@ -793,7 +849,22 @@ static int do_dir(Walk *w, Frame *f, const char *name, bool c_exists)
 	return 0;
 }
 
-static int handle_entry(Walk *w, Frame *f, const char *name)
+/* Live: notes the inode of @ss, about to be read, in the ledger (w->entry_seen). */
+static void note_live(Walk *w, Frame *f, const struct stat *ss)
+{
+	uint64_t idx;
+
+	w->entry_ino = ss->st_ino;
+	/* A later name of a hard-linked inode: the frozen pass enters this directory too, and compares it. */
+	if (!S_ISDIR(ss->st_mode) && ss->st_nlink > 1 && u64map_get(&w->links, ss->st_ino, &idx)) {
+		w->entry_seen = w->linkv[idx].seen;
+		clone_seen_holds_link(w->seen, f->seen);
+		return;
+	}
+	w->entry_seen = clone_seen_add(w->seen, ss, f->seen);
+}
+
+static int handle_one(Walk *w, Frame *f, const char *name, uint64_t d_ino)
 {
 	struct stat ss, cs = { 0 };
 	bool c_exists = false;
@@ -804,18 +875,42 @@ static int handle_entry(Walk *w, Frame *f, const char *name)
 		r = capture_check(w);
 		if (r < 0)
 			return r;
+		/*
+		 * Unchanged since the live pass read it and nothing below it changed; the clone's copy of it is
+		 * under this name (in a directory whose names changed, a name may have been exchanged).
+		 */
+		uint64_t copy_ino = 0;
+		size_t ci;
+
+		if (f->pruned && clone_seen_unchanged(w->seen, d_ino, &copy_ino) &&
+		    (!f->s_changed || !(w->seen->checks & CLONE_SEEN_CHECK_NAMES) ||
+		     ((ci = listing_find(&f->cls, name)) < f->cls.n && f->cls.ents[ci].ino == copy_ino))) {
+			w->skipped++;
+			return 0;
+		}
 	}
 	w->examined++;
+	w->entry_seen = CLONE_SEEN_NONE;
 	r = dircursor_stat(&w->s, name, &ss);
 	if (r == -EXDEV)
 		return fail(w, r, "a mount point inside the source at", name);
 	if (r < 0) {
 		if (!(w->tolerant && r == -ENOENT))
 			return fail(w, r, "cannot stat", name);
+		if (w->seen)
+			clone_seen_changed(w->seen, f->seen);
 		/* Gone from the source since it was listed: gone from the clone too. */
 		if (f->c_present && !f->c_fresh && fstatat(dircursor_fd(&w->c), name, &cs, AT_SYMLINK_NOFOLLOW) == 0)
 			return remove_c(w, f, name);
 		return 0;
+	}
+
+	if (w->seen && w->mode == WALK_LIVE)
+		note_live(w, f, &ss);
+	else if (w->seen && w->mode == WALK_CAPTURE) {
+		/* Counted here, so not among the unvisited (clone_seen_count_unvisited()). */
+		w->entry_seen = clone_seen_find(w->seen, ss.st_ino);
+		clone_seen_visited(w->seen, w->entry_seen);
 	}
 
 	if (w->mode == WALK_MEASURE) {
@@ -869,6 +964,21 @@ static int handle_entry(Walk *w, Frame *f, const char *name)
 	default:
 		return fail(w, -EBADFD, "unknown file type at", name);
 	}
+	if (w->mode == WALK_LIVE && w->seen) {
+		/* Skipped (gone, or leased): the frozen pass compares it. */
+		if (r == 1) {
+			clone_seen_changed(w->seen, w->entry_seen);
+			clone_seen_changed(w->seen, f->seen);
+		} else if (r == 0) {
+			/* The clone's inode that stands for it, for the frozen pass to find under its name. */
+			struct stat now;
+
+			if (S_ISREG(ss.st_mode))
+				clone_seen_clone_ino(w->seen, w->entry_seen, c_ino);
+			else if (fstatat(dircursor_fd(&w->c), name, &now, AT_SYMLINK_NOFOLLOW) == 0)
+				clone_seen_clone_ino(w->seen, w->entry_seen, now.st_ino);
+		}
+	}
 	/* Skipped (gone, or leased) is no first name for later names to link to. */
 	if (r < 0 || r == 1 || ss.st_nlink <= 1)
 		return r < 0 ? r : 0;
@@ -883,18 +993,40 @@ static int handle_entry(Walk *w, Frame *f, const char *name)
 	return link_remember(w, ss.st_ino, c_ino, name);
 }
 
+/* handle_one(), and for tests the hook after the live pass read an entry (a directory: once it is listed). */
+static int handle_entry(Walk *w, Frame *f, const char *name, uint64_t d_ino)
+{
+	_cleanup_free_ char *path = NULL;
+	int r;
+
+	if (!after_read_hook || w->mode != WALK_LIVE)
+		return handle_one(w, f, name, d_ino);
+	path = entry_path(w, name);
+	if (!path)
+		return -ENOMEM;
+	r = handle_one(w, f, name, d_ino);
+	if (r == 0)
+		after_read_hook(after_read_userdata, path);
+	return r;
+}
+
 /* Removes what the clone has and the source does not (the source's listing is complete). */
 static int remove_extras(Walk *w, Frame *f)
 {
 	Listing cl = { 0 };
-	int r;
+	const Listing *have = &cl;
+	int r = 0;
 
-	r = listing_read(dircursor_fd(&w->c), UINT64_MAX, &cl); /* the clone's: as many names as the source's, freed right after */
+	/* Capture: nothing writes to the clone while frozen, so a listing read at the frame's start still holds. */
+	if (f->cls.ents)
+		have = &f->cls;
+	else
+		r = listing_read(dircursor_fd(&w->c), UINT64_MAX, &cl); /* the clone's: as many names as the source's, freed right after */
 	if (r < 0)
 		return fail(w, r, "cannot list the clone's", NULL);
-	for (size_t i = 0; i < cl.n && r == 0; i++)
-		if (!listing_has(&f->ls, listing_name(&cl, i)))
-			r = remove_c(w, f, listing_name(&cl, i));
+	for (size_t i = 0; i < have->n && r == 0; i++)
+		if (!listing_has(&f->ls, listing_name(have, i)))
+			r = remove_c(w, f, listing_name(have, i));
 	listing_done(&cl);
 	return r;
 }
@@ -909,11 +1041,14 @@ static int frame_pop(Walk *w)
 		int sfd = dircursor_fd(&w->s);
 		struct stat sst;
 
-		if (f->c_present && !f->c_fresh)
+		/* A directory that did not change has the names the live pass gave the clone, and their metadata. */
+		bool same = f->pruned && !f->s_changed;
+
+		if (f->c_present && !f->c_fresh && !same)
 			r = remove_extras(w, f);
-		if (r == 0 && fstat(sfd, &sst) < 0)
+		if (r == 0 && (!same || f->dirty) && fstat(sfd, &sst) < 0)
 			r = fail(w, negative_errno(), "cannot stat", NULL);
-		if (r == 0)
+		if (r == 0 && (!same || f->dirty))
 			r = sync_meta(w, NULL, sfd, &sst, f->c_present ? dircursor_fd(&w->c) : -EBADF,
 				      !f->c_present || f->dirty);
 	}
@@ -936,6 +1071,7 @@ static int frame_pop(Walk *w)
 	w->mem_names -= f->mem;
 	free(f->name);
 	listing_done(&f->ls);
+	listing_done(&f->cls);
 	w->depth--;
 	return 0;
 }
@@ -946,6 +1082,7 @@ static void walk_done(Walk *w)
 		Frame *f = &w->frames[--w->depth];
 		free(f->name);
 		listing_done(&f->ls);
+		listing_done(&f->cls);
 	}
 	free(w->frames);
 	for (size_t i = 0; i < w->n_links; i++)
@@ -964,7 +1101,7 @@ static void walk_done(Walk *w)
 /* One pass over the whole tree. @fresh: the clone's root is empty. */
 static int walk_run(Walk *w, bool fresh)
 {
-	struct stat a, b;
+	struct stat a, b = { 0 };
 	int r;
 
 	r = dircursor_init(&w->s, w->p->src_fd);
@@ -981,6 +1118,16 @@ static int walk_run(Walk *w, bool fresh)
 		if (r < 0)
 			return fail(w, r, "cannot open the clone", NULL);
 	}
+	w->entry_seen = CLONE_SEEN_NONE;
+	if (w->seen && w->mode == WALK_LIVE) {
+		w->entry_seen = clone_seen_add(w->seen, &a, CLONE_SEEN_NONE);
+		clone_seen_clone_ino(w->seen, w->entry_seen, b.st_ino);
+	} else if (w->seen && w->mode == WALK_CAPTURE) {
+		/* Nothing changed at all: the clone is the source as of now. */
+		if (clone_seen_unchanged(w->seen, a.st_ino, NULL))
+			return 0;
+		w->entry_seen = clone_seen_find(w->seen, a.st_ino);
+	}
 	r = frame_push(w, NULL, w->mode != WALK_MEASURE, fresh);
 	if (r < 0)
 		return fail(w, r, "cannot list the source", NULL);
@@ -990,8 +1137,9 @@ static int walk_run(Walk *w, bool fresh)
 		Frame *f = &w->frames[w->depth - 1];
 
 		if (f->i < f->ls.n) {
+			uint64_t d_ino = f->ls.ents[f->i].ino;
 			const char *name = listing_name(&f->ls, f->i++);
-			r = handle_entry(w, f, name);
+			r = handle_entry(w, f, name, d_ino);
 		} else
 			r = frame_pop(w);
 		if (r < 0)
@@ -1010,24 +1158,37 @@ static uint64_t mem_max(const CloneParams *p)
 	return p->mem_max ? p->mem_max : CLONE_MEM_MAX_DEFAULT;
 }
 
-static int live_pass(const CloneParams *p, CloneStats *st, bool *reflink, bool fresh, char **reterr_msg)
+/* @seen: notes what the pass reads, then reads the generations before the freeze (bulk stats; without them, off). */
+static int live_pass(const CloneParams *p, CloneStats *st, bool *reflink, bool fresh, CloneSeen *seen,
+		     char **reterr_msg)
 {
 	Walk w = { .mode = WALK_LIVE, .p = p, .st = st, .reflink = reflink, .reterr_msg = reterr_msg,
 		   .tolerant = p->freeze_fd >= 0, .mem_max = mem_max(p) };
 	int r;
 
 	stats_reset_tree(st);
+	clone_seen_start(seen);
+	/*
+	 * A later pass keeps a clone's file when FIEMAP shows the same blocks, and FIEMAP does not see dirty pages:
+	 * what was written before the pass began goes to disk first, what is written after has a racy change time.
+	 */
+	if (seen->on && !fresh && syncfs(p->src_fd) < 0)
+		clone_seen_done(seen);
+	w.seen = seen->on ? seen : NULL;
 	r = walk_run(&w, fresh);
 	walk_done(&w);
+	if (r == 0 && seen->on)
+		(void)clone_seen_prepare(seen, p->src_fd); /* no bulk stats: every entry is compared */
 	return r;
 }
 
-static int capture_pass(const CloneParams *p, CloneStats *st, ClonePlan *plan, bool verify, uint64_t deadline_us,
-			uint64_t *ret_examined, char **reterr_msg)
+/* @seen: what changed since the live pass (clone_seen_check() done), or NULL: compare every entry. */
+static int capture_pass(const CloneParams *p, CloneStats *st, ClonePlan *plan, bool verify, CloneSeen *seen,
+			uint64_t deadline_us, uint64_t *ret_examined, char **reterr_msg)
 {
 	bool reflink = true;
 	Walk w = { .mode = WALK_CAPTURE, .p = p, .st = st, .reflink = &reflink, .plan = plan, .verify = verify,
-		   .deadline_us = deadline_us, .reterr_msg = reterr_msg, .mem_max = mem_max(p) };
+		   .seen = seen, .deadline_us = deadline_us, .reterr_msg = reterr_msg, .mem_max = mem_max(p) };
 	int r;
 
 	stats_reset_tree(st);
@@ -1068,18 +1229,79 @@ static void test_hold_frozen(void)
 }
 
 /*
+ * Test builds: NVMEVOL_TEST_CLONE_SABOTAGE=full compares every entry while
+ * frozen (no bulk stats: the engine as it was before them, for benchmarks);
+ * a list of ctime, racy, gen, atime, links, names leaves those checks of
+ * clone-seen.h out, so that a test shows each one matters.
+ * NVMEVOL_TEST_CLONE_TICK_MS=N compares times in steps of N ms, as a kernel
+ * with a clock that coarse and no multigrain timestamps would stamp them.
+ */
+static void test_sabotage(CloneSeen *seen)
+{
+#if defined(NVMEVOL_TEST_HOOKS) && NVMEVOL_TEST_HOOKS
+	static const struct {
+		const char *name;
+		unsigned check;
+	} checks[] = {
+		{ "ctime", CLONE_SEEN_CHECK_CTIME }, { "racy", CLONE_SEEN_CHECK_RACY }, { "gen", CLONE_SEEN_CHECK_GEN },
+		{ "atime", CLONE_SEEN_CHECK_ATIME }, { "links", CLONE_SEEN_CHECK_LINKS }, { "names", CLONE_SEEN_CHECK_NAMES },
+	};
+	const char *e = getenv("NVMEVOL_TEST_CLONE_SABOTAGE"), *t = getenv("NVMEVOL_TEST_CLONE_TICK_MS");
+
+	if (t)
+		seen->tick_ns = (int64_t)strtoll(t, NULL, 10) * 1000000;
+	if (!e)
+		return;
+	if (streq(e, "full")) {
+		clone_seen_done(seen);
+		return;
+	}
+	for (size_t i = 0; i < ELEMENTSOF(checks); i++) {
+		const char *at = strstr(e, checks[i].name);
+		size_t len = strlen(checks[i].name);
+
+		if (at && (at == e || at[-1] == ',') && (at[len] == '\0' || at[len] == ','))
+			seen->checks &= ~checks[i].check;
+	}
+	log_info("test hook: the frozen pass leaves out %s", e);
+#endif
+}
+
+/* CPU time of this thread: what a freeze costs apart from waiting for others on a busy host. */
+static uint64_t thread_cpu_us(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) < 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* Test builds: NVMEVOL_TEST_CLONE_WRITEBACK_WAIT_MS=N waits at most N ms for XFS's writeback before a freeze. */
+static unsigned writeback_wait_ms(void)
+{
+#if defined(NVMEVOL_TEST_HOOKS) && NVMEVOL_TEST_HOOKS
+	const char *e = getenv("NVMEVOL_TEST_CLONE_WRITEBACK_WAIT_MS");
+
+	if (e)
+		return (unsigned)strtoul(e, NULL, 10);
+#endif
+	return CLONE_WRITEBACK_WAIT_MS;
+}
+
+/*
  * Freeze, capture, thaw, apply. 1 = sync again and retry: the changes exceeded
  * the plan's room, or a file could not be opened for a lease (*ret_retry_why
  * says which).
  */
-static int frozen_pass(const CloneParams *p, CloneStats *st, uint64_t entries, bool verify, char **ret_retry_why,
-		       char **reterr_msg)
+static int frozen_pass(const CloneParams *p, CloneStats *st, uint64_t entries, bool verify, CloneSeen *seen,
+		       char **ret_retry_why, char **reterr_msg)
 {
 	_cleanup_free_ char *cerr = NULL;
 	ClonePlan plan;
 	Freeze fz;
-	uint64_t examined = 0, frozen_us = 0;
-	int r, rt;
+	uint64_t examined = 0, frozen_us = 0, deadline_us, cpu0;
+	int r = 0, rt;
 
 	clone_plan_init(&plan, p->delta_max ? p->delta_max : CLONE_DELTA_MAX_DEFAULT);
 	r = freeze_begin(&fz, p->freeze_fd, p->freeze_marker, p->freeze_budget_ms);
@@ -1092,12 +1314,26 @@ static int frozen_pass(const CloneParams *p, CloneStats *st, uint64_t entries, b
 	}
 	st->freezes++;
 	st->at = (int64_t)time(NULL);
+	cpu0 = thread_cpu_us();
 	/* Nothing may be written from here to freeze_end(): it would wait for the thaw. */
 	test_hold_frozen();
-	r = capture_pass(p, st, &plan, verify, fz.started_us + (uint64_t)p->freeze_budget_ms * 1000u, &examined, &cerr);
+	deadline_us = fz.started_us + (uint64_t)p->freeze_budget_ms * 1000u;
+	/* What changed since the live pass read it; any other failure of the bulk stats: compare every entry. */
+	st->frozen_check_us = 0;
+	if (seen->on) {
+		uint64_t t0 = freeze_now_us();
+
+		r = clone_seen_check(seen, p->src_fd, deadline_us);
+		st->frozen_check_us = freeze_now_us() - t0;
+	}
+	if (r != -ETIME && r != -ECANCELED)
+		r = capture_pass(p, st, &plan, verify, seen->on ? seen : NULL, deadline_us, &examined, &cerr);
 	rt = freeze_end(&fz, &frozen_us);
+	st->frozen_cpu_us = thread_cpu_us() - cpu0;
 	st->frozen_us = frozen_us;
 	st->freeze_call_us = fz.freeze_call_us;
+	st->frozen_checked = seen->on ? seen->checked : 0;
+	st->frozen_compared = examined;
 
 	if (rt == -ECANCELED || r == -ECANCELED) {
 		clone_plan_done(&plan);
@@ -1112,6 +1348,15 @@ static int frozen_pass(const CloneParams *p, CloneStats *st, uint64_t entries, b
 				  "the filesystem was thawed by someone else %.0f ms into the freeze (the guardian past "
 				  "%u ms, or an admin): the clone would not show one instant",
 				  frozen_us / 1000.0, p->freeze_budget_ms + FREEZE_GUARD_GRACE_MS);
+	}
+	if (r == -ETIME && seen->on) {
+		clone_plan_done(&plan);
+		return errmsg_set(reterr_msg, r,
+				  "the freeze budget of %u ms was exceeded: %.0f ms frozen (of which %.0f ms to "
+				  "flush and freeze), the bulk stats of %llu inodes read, %llu of %llu entries compared",
+				  p->freeze_budget_ms, frozen_us / 1000.0, fz.freeze_call_us / 1000.0,
+				  (unsigned long long)seen->checked, (unsigned long long)examined,
+				  (unsigned long long)entries);
 	}
 	if (r == -ETIME) {
 		clone_plan_done(&plan);
@@ -1138,6 +1383,17 @@ static int frozen_pass(const CloneParams *p, CloneStats *st, uint64_t entries, b
 		clone_plan_done(&plan);
 		return errmsg_set(reterr_msg, r, "%s", cerr ? cerr : "the frozen comparison failed");
 	}
+	/* What the frozen pass left alone is counted as the freeze found it. */
+	if (seen->on) {
+		SeenCounts c;
+
+		clone_seen_count_unvisited(seen, &c);
+		st->files += c.files;
+		st->dirs += c.dirs;
+		st->symlinks += c.symlinks;
+		st->specials += c.specials;
+		st->bytes += c.bytes;
+	}
 	r = clone_plan_apply(&plan, p->dst_fd, reterr_msg);
 	clone_plan_done(&plan);
 	return r;
@@ -1147,6 +1403,7 @@ int clone_tree(const CloneParams *p, CloneStats *ret_stats, char **reterr_msg)
 {
 	_cleanup_free_ char *retry_why = NULL;
 	CloneStats st = { 0 };
+	CloneSeen seen;
 	uint64_t t0 = freeze_now_us();
 	unsigned attempts = p->attempts ? p->attempts : CLONE_ATTEMPTS_DEFAULT;
 	bool reflink = !p->other_fs; /* blocks are never shared across filesystems */
@@ -1158,8 +1415,11 @@ int clone_tree(const CloneParams *p, CloneStats *ret_stats, char **reterr_msg)
 		errno = -r;
 		errmsg_set(reterr_msg, r, "cannot flush the source's filesystem: %m");
 	}
+	/* Only a frozen pass needs to know what changed since the live pass. */
+	clone_seen_init(&seen, mem_max(p), p->freeze_fd >= 0);
+	test_sabotage(&seen);
 	if (r == 0)
-		r = live_pass(p, &st, &reflink, true, reterr_msg);
+		r = live_pass(p, &st, &reflink, true, &seen, reterr_msg);
 	for (unsigned i = 0; r == 0 && p->freeze_fd >= 0; i++) {
 		uint64_t entries = st.files + st.dirs + st.symlinks + st.specials + st.hardlinks;
 
@@ -1175,11 +1435,24 @@ int clone_tree(const CloneParams *p, CloneStats *ret_stats, char **reterr_msg)
 			break;
 		}
 		if (i > 0)
-			r = live_pass(p, &st, &reflink, false, reterr_msg);
+			r = live_pass(p, &st, &reflink, false, &seen, reterr_msg);
+		if (r == 0) {
+			uint64_t waited, backlog;
+
+			r = freeze_wait_writeback(p->freeze_fd, writeback_wait_ms(), &waited, &backlog);
+			st.writeback_wait_us += waited;
+			if (r == -ECANCELED)
+				r = errmsg_set(reterr_msg, r, "the plugin is stopping");
+			else if (r < 0) {
+				log_info("clone: XFS had not written back %.1f MiB of its log after %.1f s; freezing anyway",
+					 backlog / 1048576.0, waited / 1e6);
+				r = 0;
+			}
+		}
 		if (r == 0 && before_freeze_hook)
 			before_freeze_hook(before_freeze_userdata, i);
 		if (r == 0)
-			r = frozen_pass(p, &st, entries, !reflink, &retry_why, reterr_msg);
+			r = frozen_pass(p, &st, entries, !reflink, &seen, &retry_why, reterr_msg);
 		if (r == 0)
 			break;
 		if (r == 1)
@@ -1193,6 +1466,7 @@ int clone_tree(const CloneParams *p, CloneStats *ret_stats, char **reterr_msg)
 		errno = -r;
 		errmsg_set(reterr_msg, r, "cannot flush the clone: %m");
 	}
+	clone_seen_done(&seen);
 	st.elapsed_us = freeze_now_us() - t0;
 	if (ret_stats)
 		*ret_stats = st;

@@ -18,14 +18,26 @@
  *      read those bytes into memory, and note every other difference in
  *      names, types, links and metadata; thaw;
  *   3. apply the noted changes to the clone.
+ * Step 2 compares only what changed since step 1 read it: step 1 notes each
+ * inode's change time before reading it, and the freeze starts with bulk
+ * inode stats (XFS_IOC_BULKSTAT) of those inodes; entries whose inode did not
+ * change, in directories whose names did not change, are left alone
+ * (clone-seen.h says exactly when an inode counts as changed). Where bulk
+ * stats fail (not XFS, Linux < 5.2, an error) every entry is compared.
+ * Before step 2, when XFS's log holds more than FREEZE_WRITEBACK_MIN_BYTES
+ * of metadata not yet written back in place (step 1 made it: 100,000 files
+ * make about 20 MiB), the engine waits, at most CLONE_WRITEBACK_WAIT_MS, for
+ * XFS to write it back by itself (freeze_wait_writeback()): FIFREEZE would
+ * write it back while holding every writer.
  * The clone then equals the source at the instant of the freeze. If the
  * changes to carry exceed CloneParams.delta_max, the freeze ends, step 1 is
  * repeated on the clone (cheap: only what changed is cloned again) and the
  * freeze is tried again, at most CloneParams.attempts times. The time frozen
  * is bounded by CloneParams.freeze_budget_ms: past it the engine thaws and
- * fails with -ETIME. The budget is checked before each entry and before each
- * CLONE_CAPTURE_CHUNK read of a changed range, so a freeze ends at most one
- * such step past it: one chunk read, one file's FIEMAP of up to
+ * fails with -ETIME. The budget is checked before each entry, each call of
+ * bulk stats (CLONE_SEEN_BATCH inodes) and each CLONE_CAPTURE_CHUNK read of a
+ * changed range, so a freeze ends at most one such step past it: one chunk
+ * read, one call of bulk stats, one file's FIEMAP of up to
  * CLONE_FILE_DIFF_WINDOW of its offsets (clone-file.h), or one directory
  * listed. FIFREEZE's own flush counts against the budget and cannot be cut
  * short: when it alone takes longer, the freeze ends one step after it.
@@ -49,7 +61,9 @@
  * waited for CLONE_LEASE_WAIT_MS, then counted as changed (frozen pass: try
  * again) or refused with -EAGAIN; and the memory the walk holds (the names
  * of the directories being walked, the first path of every hard-linked file)
- * is bounded by CloneParams.mem_max: past it, -ENOBUFS.
+ * is bounded by CloneParams.mem_max: past it, -ENOBUFS. What step 1 notes
+ * for step 2 (60 bytes per inode) has a bound of its own of the same size:
+ * past it, step 2 compares every entry.
  */
 #pragma once
 
@@ -64,6 +78,7 @@
 #define CLONE_CAPTURE_CHUNK (4ull << 20)       /* bytes read while frozen between two budget checks */
 #define CLONE_MEM_MAX_DEFAULT (512ull << 20)   /* the walk's names and hard-link table */
 #define CLONE_LEASE_WAIT_MS 200                /* for a lease holder to give up its lease */
+#define CLONE_WRITEBACK_WAIT_MS 35000          /* for XFS to write back the live pass's metadata (freeze.h) */
 
 typedef struct CloneParams {
 	int src_fd;                /* the source directory */
@@ -88,6 +103,11 @@ typedef struct CloneStats {
 	unsigned freezes;           /* freezes attempted */
 	uint64_t frozen_us;         /* the last freeze, FIFREEZE to FITHAW */
 	uint64_t freeze_call_us;    /* of which FIFREEZE itself (it flushes the filesystem) */
+	uint64_t frozen_checked;    /* inodes whose bulk stats the last freeze read (0: none, every entry compared) */
+	uint64_t frozen_compared;   /* entries the last freeze compared one by one */
+	uint64_t frozen_check_us;   /* of the last freeze, the time its bulk stats took */
+	uint64_t frozen_cpu_us;     /* CPU time the engine's thread spent during the last freeze (its own work) */
+	uint64_t writeback_wait_us; /* waited before freezing for XFS to write back what the log held (freeze.h) */
 	int64_t at;                 /* unix time of the instant the clone shows */
 	uint64_t elapsed_us;
 } CloneStats;
@@ -101,6 +121,14 @@ int clone_tree(const CloneParams *p, CloneStats *ret_stats, char **reterr_msg);
  */
 typedef void (*CloneBeforeFreezeHook)(void *userdata, unsigned attempt);
 void clone_set_before_freeze_hook(CloneBeforeFreezeHook hook, void *userdata);
+
+/*
+ * For tests: called by the live pass right after it read an entry (a
+ * directory: once it is listed), with its path from the source's root. Set it
+ * only while no clone runs.
+ */
+typedef void (*CloneAfterReadHook)(void *userdata, const char *path);
+void clone_set_after_read_hook(CloneAfterReadHook hook, void *userdata);
 
 /* What a clone of @dirfd will be charged: allocated bytes and inodes (hard links counted once). */
 int clone_measure(int dirfd, uint64_t *ret_bytes, uint64_t *ret_inodes, char **reterr_msg);

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "clone/freeze.h"
+#include "device/xfs-geometry.h"
+#include "device/xfs-log.h"
 #include "util/deadline-call.h"
 #include "util/errmsg.h"
 #include "util/fs-util.h"
@@ -371,6 +373,42 @@ int freeze_probe_writes(int fs_fd, const char *dir_name, mode_t mode)
 	if (r != -ETIMEDOUT)
 		write_probe_free(&w->call); /* else the worker's now */
 	return r;
+}
+
+int freeze_wait_writeback(int fs_fd, unsigned max_ms, uint64_t *ret_waited_us, uint64_t *ret_backlog_bytes)
+{
+	_cleanup_close_ int log_fd = -EBADF;
+	uint64_t t0 = freeze_now_us(), backlog;
+	XfsGeometry geo;
+	XfsLsn head, tail;
+	int r;
+
+	*ret_waited_us = 0;
+	*ret_backlog_bytes = 0;
+	if (xfs_geometry_read(fs_fd, &geo) < 0 || geo.log_blocks == 0 || xfs_log_open(fs_fd, &log_fd) < 0)
+		return 0; /* not XFS, an external log, or no sysfs: nothing to go by */
+	/* The log force: what is only in memory (the CIL) goes to the log, so the head counts it. */
+	if (syncfs(fs_fd) < 0)
+		return negative_errno();
+	if (xfs_log_read(log_fd, &head, &tail) < 0)
+		return 0;
+	backlog = xfs_lsn_distance(tail, head, (uint64_t)geo.log_blocks * geo.block_size / 512);
+	if (backlog == UINT64_MAX)
+		return 0;
+	*ret_backlog_bytes = backlog * 512;
+	if (*ret_backlog_bytes < FREEZE_WRITEBACK_MIN_BYTES)
+		return 0;
+	for (;;) {
+		r = xfs_log_read(log_fd, &(XfsLsn){ 0 }, &tail);
+		*ret_waited_us = freeze_now_us() - t0;
+		if (r < 0 || xfs_lsn_reached(tail, head))
+			return 0;
+		if (freeze_aborted())
+			return -ECANCELED;
+		if (*ret_waited_us >= (uint64_t)max_ms * 1000u)
+			return -ETIMEDOUT;
+		(void)nanosleep(&(struct timespec){ .tv_nsec = FREEZE_WRITEBACK_POLL_MS * 1000 * 1000 }, NULL);
+	}
 }
 
 int freeze_thaw_leftover(int fs_fd)

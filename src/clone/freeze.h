@@ -118,6 +118,22 @@ int freeze_recover(int fs_fd, const FreezeMarker *marker);
  */
 int freeze_probe_writes(int fs_fd, const char *dir_name, mode_t mode);
 
+/*
+ * FIFREEZE writes back in place all the metadata that is only in XFS's log
+ * so far, holding every writer meanwhile: after a live pass that made 100,000
+ * files, hundreds of ms. XFS writes it back by itself, writers going on (its
+ * log worker pushes everything every fs.xfs.xfssyncd_centisecs, 30 s by
+ * default), and nothing else asks it to without holding writers. So when more
+ * than FREEZE_WRITEBACK_MIN_BYTES of log wait for that, this waits, at most
+ * @max_ms, until the log's tail has passed its head as of now (after a log
+ * force). *ret_waited_us: how long; *ret_backlog_bytes: what there was. 0 as
+ * well when there is little or the log cannot be read (not XFS, no sysfs);
+ * -ETIMEDOUT past @max_ms; -ECANCELED after freeze_abort_all().
+ */
+#define FREEZE_WRITEBACK_MIN_BYTES (2u << 20)
+#define FREEZE_WRITEBACK_POLL_MS 20
+int freeze_wait_writeback(int fs_fd, unsigned max_ms, uint64_t *ret_waited_us, uint64_t *ret_backlog_bytes);
+
 /* FITHAW, whoever froze it: 1 if it was frozen, 0 if not, or -errno. For tests and for freeze_recover(). */
 int freeze_thaw_leftover(int fs_fd);
 

@@ -86,6 +86,7 @@ int xfs_geometry_read(int fd, XfsGeometry *ret)
 	g.swidth_bytes = blocks_to_bytes(geo.swidth, geo.blocksize);
 	g.ag_count = geo.agcount;
 	g.data_blocks = geo.datablocks;
+	g.log_blocks = geo.logblocks;
 	xfs_geometry_decode_flags(geo.flags, &g);
 	*ret = g;
 	return 0;

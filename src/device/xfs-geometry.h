@@ -17,6 +17,7 @@ typedef struct XfsGeometry {
 	uint32_t swidth_bytes;      /* stripe width, 0 = none */
 	uint32_t ag_count;
 	uint64_t data_blocks;
+	uint32_t log_blocks;        /* the internal log's size, filesystem blocks */
 	uint32_t flags;             /* XFS_FSOP_GEOM_FLAGS_* as the kernel gave them */
 	bool crc;                   /* v5 superblock: metadata checksums */
 	bool reflink;

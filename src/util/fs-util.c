@@ -44,7 +44,7 @@ DIR *opendir_fd(int dirfd)
 	return d;
 }
 
-int dir_foreach_name(int dirfd, int (*cb)(const char *name, void *userdata), void *userdata)
+int dir_foreach_entry(int dirfd, int (*cb)(const char *name, uint64_t ino, void *userdata), void *userdata)
 {
 	struct dirent *de;
 	DIR *d = opendir_fd(dirfd);
@@ -54,11 +54,28 @@ int dir_foreach_name(int dirfd, int (*cb)(const char *name, void *userdata), voi
 		return negative_errno();
 	while (r >= 0 && (errno = 0, de = readdir(d)))
 		if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
-			r = cb(de->d_name, userdata);
+			r = cb(de->d_name, (uint64_t)de->d_ino, userdata);
 	if (r >= 0 && errno != 0)
 		r = negative_errno();
 	closedir(d);
 	return r < 0 ? r : 0;
+}
+
+typedef struct NameCallback {
+	int (*cb)(const char *name, void *userdata);
+	void *userdata;
+} NameCallback;
+
+static int name_only(const char *name, uint64_t ino, void *userdata)
+{
+	NameCallback *c = userdata;
+
+	return c->cb(name, c->userdata);
+}
+
+int dir_foreach_name(int dirfd, int (*cb)(const char *name, void *userdata), void *userdata)
+{
+	return dir_foreach_entry(dirfd, name_only, &(NameCallback){ cb, userdata });
 }
 
 typedef struct NameList {

@@ -20,6 +20,8 @@ DIR *opendir_fd(int dirfd);
  * failing readdir() returns its error, never a shorter listing.
  */
 int dir_foreach_name(int dirfd, int (*cb)(const char *name, void *userdata), void *userdata);
+/* The same with each entry's inode number as the directory holds it (d_ino). */
+int dir_foreach_entry(int dirfd, int (*cb)(const char *name, uint64_t ino, void *userdata), void *userdata);
 
 /*
  * The names in @dirfd (dir_foreach_name()), strdup'ed into *ret_names, *ret_n

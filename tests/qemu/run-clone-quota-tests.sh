@@ -19,14 +19,23 @@ BINS=("$BUILD/tests/test-daemon-clone-quota" "$BUILD/tests/test-clone" "$BUILD/s
 qemu_require_built "${BINS[@]}"
 
 # The engine's tests need setfacl/getfacl; the writer and deep-tree ones are
-# left to the host (slow under TCG, and nothing kernel-specific).
+# left to the host (slow under TCG, and nothing kernel-specific). The frozen
+# pass's change detection runs here too: Debian's 6.1 has no multigrain
+# timestamps, so a change in the tick of the live pass's read keeps its
+# change time, and only the racy rule catches it; of the changes it must see,
+# those where the kernel's behaviour matters (a page fault setting the change
+# time, an inode freed and reused, RENAME_EXCHANGE leaving change times alone).
 script=$(mktemp "${TMPDIR:-/tmp}/nvmevol-clone-script.XXXXXX")
 cat > "$script" <<'SH'
 rc=0
 NVMEVOL_BINARY=/work/nvmevol /work/test-daemon-clone-quota --color=never --verbose -j1 || rc=1
 uname -r
-NVMEVOL_TEST_TMPDIR=/tmp /work/test-clone --color=never --verbose -j1 \
-	--filter '@(clone/every_file_type*|clone/both_sides*|clone/changes_before*|clone/a_mount_inside*|clone_noreflink/*)' || rc=1
+CLONE_TEST_CASES='write through mmap,inode number reused,files exchanged' NVMEVOL_TEST_TMPDIR=/tmp /work/test-clone \
+	--color=never --verbose -j1 \
+	--filter '@(clone/every_file_type*|clone/both_sides*|clone/changes_before*|clone/a_mount_inside*|clone_noreflink/*|clone/each_change_after*)' || rc=1
+# A kernel without multigrain timestamps: a write in the tick of the live read keeps the change time, for real.
+CLONE_TEST_REAL_TICK=1 NVMEVOL_TEST_TMPDIR=/tmp /work/test-clone --color=never --verbose -j1 \
+	--filter 'clone/a_write_in_the_tick*' || rc=1
 exit $rc
 SH
 
