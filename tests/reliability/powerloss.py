@@ -724,10 +724,15 @@ class Workload:
         self.mount(NODE2 + "mvl", "there")
 
     def run_evacuate(self):
-        # The last partition's volumes to the first, its cordon lifted; then the first cordoned: an
+        # Two volumes more on the last partition (files, limits), then all its volumes to the first,
+        # its cordon lifted; then the first cordoned: an
         # unpinned Create goes elsewhere (with one partition it is refused), and the cordon is lifted.
         a, b = PREFIX + "a", PREFIX + "b"
         if self.nparts > 1:
+            self.create("ev1", partition=b, size="16M", uid=1000, gid=1000, mode="0750")
+            self.write_files("ev1", {"data.bin": b"evacuated\n" * 500, "d/e": b"e", "big": os.urandom(150000)})
+            self.create("ev2", partition=b, inodes=500)
+            self.write_files("ev2", {"x": b"x" * 5000})
             on_b = [n for n, sp in sorted(self.model.items()) if sp and sp["part"] == b and not n.startswith(NODE2)]
             self.partition("evacuate", b, "--to", a, touched=on_b)
             left = [n for n in on_b if self.model.get(n) and self.model[n]["part"] != a]
