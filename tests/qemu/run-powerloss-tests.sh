@@ -117,9 +117,9 @@ args_for() { # args_for RECORDING
 	*,s) echo "--parts 2 --sabotage file --ops 6 --mark-sample 5 --flush-sample 0 --reorders 0 --torn 0" ;;
 	*,t) echo "--parts 2 --sabotage snapshot --sections snapshots --ops 4 --mark-sample 4 --flush-sample 0 --reorders 0 --torn 0" ;;
 	*,f) echo "--parts 2 --sabotage fence --sections fence --ops 4 --mark-sample 4 --flush-sample 0 --reorders 0 --torn 0" ;;
-	# The operations of the other node and the cordons: each answer, and a flush point inside each.
-	ci,2) echo "--parts 2 --mark-sample 3 --flush-sample 1 --reorders 2 --torn 1 --focus receive,move,fence,unfence,evacuate,cordon,uncordon" ;;
-	ci,1) echo "--parts 1 --mark-sample 2 --flush-sample 1 --reorders 1 --torn 1 --focus move" ;;
+	# The receives, moves, the evacuation and the fence: each answer, and a flush point inside each.
+	ci,2) echo "--parts 2 --mark-sample 2 --flush-sample 1 --reorders 1 --torn 1 --focus receive,move,evacuate,fence" ;;
+	ci,1) echo "--parts 1 --sections base,snapshots,move --mark-sample 2 --flush-sample 1 --reorders 1 --torn 1 --focus move" ;;
 	full,*) echo "--parts $1 --reorders 200 --torn 100" ;;
 	esac
 }
