@@ -117,8 +117,8 @@ args_for() { # args_for RECORDING
 	*,s) echo "--parts 2 --sabotage file --ops 6 --mark-sample 5 --flush-sample 0 --reorders 0 --torn 0" ;;
 	*,t) echo "--parts 2 --sabotage snapshot --sections snapshots --ops 4 --mark-sample 4 --flush-sample 0 --reorders 0 --torn 0" ;;
 	*,f) echo "--parts 2 --sabotage fence --sections fence --ops 4 --mark-sample 4 --flush-sample 0 --reorders 0 --torn 0" ;;
-	# The receives, moves, the evacuation and the fence: each answer, and a flush point inside each.
-	ci,2) echo "--parts 2 --mark-sample 2 --flush-sample 1 --reorders 1 --torn 1 --focus receive,move,evacuate,fence" ;;
+	# The receives, the moves and the evacuation: each answer, and a flush point inside each.
+	ci,2) echo "--parts 2 --mark-sample 1 --flush-sample 1 --reorders 1 --torn 1 --focus receive,move,evacuate" ;;
 	ci,1) echo "--parts 1 --sections base,snapshots,move --mark-sample 2 --flush-sample 1 --reorders 1 --torn 1 --focus move" ;;
 	full,*) echo "--parts $1 --reorders 200 --torn 100" ;;
 	esac
