@@ -134,9 +134,11 @@ bool is_atomic_tmp_name(const char *name)
  * Test builds: NVMEVOL_TEST_SKIP_FSYNC=file leaves out the file's fsync before
  * its rename (the directory's stays), the missing flush that
  * tests/reliability/powerloss.py --sabotage must find; =snapshot only for the
- * files in a directory under nvmevol/snapshots/ (the snapshot records).
+ * files in a directory under nvmevol/snapshots/ (the snapshot records);
+ * =fence only for a record that holds a fence ("moved_to": the fence's own
+ * write, and any later one while the volume stays fenced).
  */
-static bool test_skip_file_fsync(int dirfd)
+static bool test_skip_file_fsync(int dirfd, const void *buf, size_t len)
 {
 #if defined(NVMEVOL_TEST_HOOKS) && NVMEVOL_TEST_HOOKS
 	const char *e = getenv("NVMEVOL_TEST_SKIP_FSYNC");
@@ -147,6 +149,8 @@ static bool test_skip_file_fsync(int dirfd)
 		return false;
 	if (streq(e, "file"))
 		return true;
+	if (streq(e, "fence"))
+		return memmem(buf, len, "\"moved_to\"", strlen("\"moved_to\"")) != NULL;
 	if (!streq(e, "snapshot"))
 		return false;
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
@@ -157,6 +161,8 @@ static bool test_skip_file_fsync(int dirfd)
 	return strstr(path, "/nvmevol/snapshots/") != NULL;
 #else
 	(void)dirfd;
+	(void)buf;
+	(void)len;
 	return false;
 #endif
 }
@@ -199,7 +205,7 @@ static int replace_file_at(int dirfd, const char *name, const void *buf, size_t 
 	if (fd < 0)
 		return fd;
 	r = write_all(fd, buf, len);
-	if (r == 0 && durable && !test_skip_file_fsync(dirfd) && fsync(fd) < 0)
+	if (r == 0 && durable && !test_skip_file_fsync(dirfd, buf, len) && fsync(fd) < 0)
 		r = negative_errno();
 	if (close(fd) < 0 && r == 0)
 		r = negative_errno();

@@ -200,8 +200,13 @@ printf 'root:x:0:0:root:/root:/bin/sh\n' >"$root/etc/passwd"
 printf 'root:x:0:\n' >"$root/etc/group"
 : >"$root/etc/mtab" # replaced by a symlink at boot
 
+# The magic read by bash itself: three processes per file made the copy of Python's library (about
+# 1,400 files, run-powerloss-tests.sh) take 12 minutes at a load of 20.
 is_elf() {
-	[ -f "$1" ] && [ "$(head -c4 "$1" | od -An -c | tr -d ' \n')" = '177ELF' ]
+	local magic
+	[ -f "$1" ] || return 1
+	LC_ALL=C IFS= read -r -n 4 -d '' magic <"$1" 2>/dev/null
+	[ "$magic" = $'\x7fELF' ]
 }
 
 # copy_in SRC DEST: copies SRC (file or directory) to DEST inside the guest,

@@ -33,15 +33,20 @@ qemu_boot() {
 # (and at least one ran).
 # Nothing may skip in the guest: a skipped test counts as a failure (SKIP_WHY says what it likely means),
 # except those left out by --filter ("[SKIP] ...: Test is disabled").
+# A failure that no test line shows (a non-zero RC with only passes, or no test at all) gets a "[FAIL]"
+# line of its own, to standard output and LOG: every failure counted is one the log names.
 qemu_result() {
 	local log=$1 rc=$2 why=${3:-} pass fail
 	pass=$(grep -ac '^\[PASS\]' "$log")
 	fail=$(grep -aE '^\[(FAIL|SKIP)\]' "$log" | grep -vc 'Test is disabled$') # a crash prints [FAIL] too
 	if [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; then
-		fail=1 # the guest failed without a test result (boot failure, devices, timeout, panic)
+		# the guest failed without a test result (boot failure, devices, timeout, panic), or the wrapper did
+		echo "[FAIL] $SUITE: exit status $rc after $pass passed test(s) and no failed one (run.sh's message above says why)" |
+			tee -a "$log"
+		fail=1
 	fi
 	if [ "$pass" -eq 0 ] && [ "$fail" -eq 0 ]; then
-		echo "$SUITE: no test ran in the guest" >&2
+		echo "[FAIL] $SUITE: no test ran in the guest" | tee -a "$log"
 		fail=1
 	fi
 	if grep -a '^\[SKIP\]' "$log" | grep -vq 'Test is disabled$'; then

@@ -6,9 +6,15 @@
 # one data disk (the state directory's XFS and the pool partitions' XFS as
 # device-mapper slices of it, made here with mkfs.xfs), its log disk, a copy
 # of the data disk as it was before the recording (the base every replay
-# starts from) and a scratch disk for the snapshots. Recordings: two pool
-# partitions, one, and (CI, --sabotage) the two sabotaged daemons'. One boot;
-# ends with one line "N passed, N failed".
+# starts from) and a scratch disk for the snapshots. The data disk also holds
+# the other node of send/receive and move (a second daemon's state directory
+# and pool partition). Recordings: two pool partitions, one, and (CI,
+# --sabotage) the three sabotaged daemons'. One boot; ends with one line
+# "N passed, N failed".
+#
+# The whole script is one function, read before it runs: bash reads a script
+# as it goes, so an edit of this file during a long run (--full) would
+# otherwise run the rest from a shifted offset (a failure no test reported).
 #
 # usage: tests/qemu/run-powerloss-tests.sh [--full] [--sabotage] [--seed N] [BUILD_DIR]
 #   (default): CI mode (about 4 minutes): a seeded sample of the answers, the
@@ -16,13 +22,15 @@
 #   --full     every answer, every flush/FUA point, 200 reordered epochs and 100
 #              with a torn write per recording (about 3-4 s a cut under TCG)
 #   --sabotage the daemon skips the fsync of each state file before its rename
-#              (NVMEVOL_TEST_SKIP_FSYNC=file, a test_hooks build), and in a second
-#              recording only that of the snapshot records (=snapshot): each
-#              passes only if the suite reports violations
+#              (NVMEVOL_TEST_SKIP_FSYNC=file, a test_hooks build), in a second
+#              recording only that of the snapshot records (=snapshot), in a
+#              third only that of a fence's record (=fence): each passes only if
+#              the suite reports violations
 # POWERLOSS_ARGS: more options of powerloss.py for every recording (the last one
 # given wins), e.g. "--flush-sample 60 --reorders 30" between CI and --full.
-# POWERLOSS_RECORDINGS: only these recordings ("2", "1", "s", "t"), e.g. a
+# POWERLOSS_RECORDINGS: only these recordings ("2", "1", "s", "t", "f"), e.g. a
 # --full run split over two boots.
+main() {
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 MODE=ci
@@ -49,12 +57,15 @@ done
 work=$(mktemp -d "${NVMEVOL_TEST_TMPDIR:-/var/tmp}/nvmevol-powerloss.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-# The data disks: at 1 MiB the state directory's XFS, then each pool partition's, 320 MiB each
-# (the offsets of tests/reliability/powerloss.py's slices()).
+# The data disks: at 1 MiB the state directory's XFS, then each pool partition's, then the other
+# node's state directory and pool partition, 320 MiB each (the offsets of
+# tests/reliability/powerloss.py's slices()).
 make_data() { # make_data IMAGE NPARTS: the image, and IMAGE.base (the same bytes)
-	local img=$1 n=$2 i labels=(pwlstate pwl-a pwl-b)
-	truncate -s 1024M "$img"
-	for ((i = 0; i <= n; i++)); do
+	local img=$1 n=$2 i labels=(pwlstate pwl-a)
+	[ "$n" -gt 1 ] && labels+=(pwl-b)
+	labels+=(pwnstate pwn-a)
+	truncate -s $((1 + ${#labels[@]} * 320))M "$img"
+	for ((i = 0; i < ${#labels[@]}; i++)); do
 		truncate -s 320M "$work/slice"
 		mkfs.xfs -q -f -K -L "${labels[i]}" "$work/slice" || return 1
 		dd if="$work/slice" of="$img" bs=1M seek=$((1 + i * 320)) conv=notrunc,sparse status=none || return 1
@@ -63,15 +74,16 @@ make_data() { # make_data IMAGE NPARTS: the image, and IMAGE.base (the same byte
 	cp --sparse=always "$img" "$img.base"
 }
 # Recordings: "2" and "1" (two pool partitions, one), "s" (two, the daemon without the state
-# files' fsync), "t" (two, without the snapshot records' fsync).
+# files' fsync), "t" (two, without the snapshot records' fsync), "f" (two, without the fence
+# record's fsync).
 case "$MODE,$SABOTAGE" in
-*,1) RECS="s t" ;;
-ci,0) RECS="2 1 s t" ;;
+*,1) RECS="s t f" ;;
+ci,0) RECS="2 1 s t f" ;;
 full,0) RECS="2 1" ;;
 esac
 RECS=${POWERLOSS_RECORDINGS:-$RECS}
 for r in $RECS; do
-	n=$r; case $r in s | t) n=2 ;; esac
+	n=$r; case $r in s | t | f) n=2 ;; esac
 	make_data "$work/d$r.img" "$n" || { echo "$SUITE: making the disks failed" >&2; echo "0 passed, 1 failed"; exit 1; }
 	truncate -s 3G "$work/l$r.img"
 done
@@ -104,8 +116,10 @@ args_for() { # args_for RECORDING
 	case "$MODE,$1" in
 	*,s) echo "--parts 2 --sabotage file --ops 6 --mark-sample 5 --flush-sample 0 --reorders 0 --torn 0" ;;
 	*,t) echo "--parts 2 --sabotage snapshot --sections snapshots --ops 4 --mark-sample 4 --flush-sample 0 --reorders 0 --torn 0" ;;
-	ci,2) echo "--parts 2 --mark-sample 6 --flush-sample 2 --reorders 2 --torn 1" ;;
-	ci,1) echo "--parts 1 --mark-sample 2 --flush-sample 1 --reorders 1 --torn 1" ;;
+	*,f) echo "--parts 2 --sabotage fence --sections fence --ops 4 --mark-sample 4 --flush-sample 0 --reorders 0 --torn 0" ;;
+	# The receives, the moves and the evacuation: each answer, and a flush point inside each.
+	ci,2) echo "--parts 2 --mark-sample 1 --flush-sample 1 --reorders 1 --torn 1 --focus receive,move,evacuate" ;;
+	ci,1) echo "--parts 1 --sections base,snapshots,move --mark-sample 2 --flush-sample 1 --reorders 1 --torn 1 --focus move" ;;
 	full,*) echo "--parts $1 --reorders 200 --torn 100" ;;
 	esac
 }
@@ -122,7 +136,7 @@ script=$work/guest.sh
 } >"$script"
 
 log=$work/guest.log
-timeout=${NVMEVOL_QEMU_TIMEOUT:-$([ "$MODE" = full ] && echo 7200 || echo 600)}
+timeout=${NVMEVOL_QEMU_TIMEOUT:-$([ "$MODE" = full ] && echo 14400 || echo 900)}
 qemu_boot "$log" --timeout "$timeout" --mem 1536 \
 	--module virtio_pci --module virtio_blk --module dm_mod --module dm_log_writes --module dm_snapshot \
 	--file "$BUILD/src/nvmevol" --file "$(command -v dmsetup):/usr/sbin/dmsetup" \
@@ -134,3 +148,5 @@ qemu_boot "$log" --timeout "$timeout" --mem 1536 \
 rc=$?
 grep -a '^powerloss figures:' "$log" >&2
 qemu_result "$log" "$rc"
+}
+main "$@"; exit
