@@ -1457,6 +1457,8 @@ static void prep_reuse(const char *b)
 	put_random(P(b, "reuse/f"), 8192, 0, 18);
 }
 
+#define REUSE_TRIES 4096
+
 /* reuse/f deleted and made again, same size and mode, on the same inode number (a new generation). */
 static void change_reuse(void *b, unsigned attempt)
 {
@@ -1466,9 +1468,15 @@ static void change_reuse(void *b, unsigned attempt)
 
 	cr_assert_eq(stat(P(b, "reuse/f"), &old), 0);
 	cr_assert_eq(unlink(P(b, "reuse/f")), 0);
-	/* The inode is freed once XFS's background inactivation ran: syncfs waits for it. */
+	/*
+	 * The inode is freed once XFS's background inactivation ran: syncfs waits for it. Which free
+	 * inode a create takes is the allocator's choice (nearest the parent first): on a loaded host
+	 * 200 creates did not always reach it, so the search is longer and syncs again as it goes.
+	 */
 	cr_assert_eq(syncfs(root_fd), 0);
-	for (; made < 200; made++) {
+	for (; made < REUSE_TRIES; made++) {
+		if (made > 0 && made % 64 == 0)
+			cr_assert_eq(syncfs(root_fd), 0);
 		snprintf(name, sizeof(name), "reuse/n%d", made);
 		put_random(P(b, name), 8192, 0, 19);
 		cr_assert_eq(stat(P(b, name), &now), 0);
