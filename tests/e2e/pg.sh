@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # PostgreSQL in the e2e tests (clone-pg.sh, snapshot-pg.sh): the image of
-# lib.sh (e2e_postgres_image), a container on a volume, readiness, and
-# pgbench's invariant. Source after lib.sh; IMAGE names the image.
+# lib.sh (e2e_postgres_image), a container on a volume, readiness, a source
+# database with pgbench's tables, the checks of a copy taken while it ran,
+# and pgbench's invariant. Source after lib.sh; IMAGE names the image.
 
 pg() { docker exec -u postgres "$@"; }
 sql() { pg "$1" psql -h /var/run/postgresql -XAtq -c "$2" postgres 2>&1; }
@@ -42,4 +43,35 @@ check_invariant() { # DESCRIPTION CONTAINER
         e2e_not_ok "$1"
         e2e_diag "sums of abalance, bbalance, tbalance, history.delta: $sums"
     fi
+}
+
+# The source database: volume VOLUME (999:999, 0700), PostgreSQL in container CONTAINER, pgbench's tables.
+pg_source() { # CONTAINER VOLUME SCALE
+    local out
+    e2e_check "create the source volume (999:999, 0700)" \
+        docker volume create -d "$E2E_PLUGIN" -o uid=999 -o gid=999 -o mode=0700 "$2"
+    start_pg "$1" "$2"
+    if wait_ready "$1"; then e2e_ok "PostgreSQL runs on the source volume"
+    else e2e_not_ok "PostgreSQL runs on the source volume"; fi
+    out=$(pg "$1" pgbench -h /var/run/postgresql -i -s "$3" -q postgres 2>&1)
+    e2e_match "pgbench -i -s $3" 'done in' "$out"
+}
+
+# A copy of a database taken while it ran (a clone, an imported snapshot, a received stream), started in
+# CONTAINER on VOLUME: it recovers from its WAL (one instant, crash-consistent), pg_amcheck finds nothing
+# in the heap or any B-tree index, and pgbench's invariant holds.
+check_recovered() { # CONTAINER VOLUME WHAT
+    local logs out
+    start_pg "$1" "$2"
+    if wait_ready "$1"; then e2e_ok "PostgreSQL starts on $3"
+    else e2e_not_ok "PostgreSQL starts on $3"; fi
+    logs=$(docker logs "$1" 2>&1)
+    e2e_match "it recovered from the WAL of $3 (crash-consistent: one instant)" \
+        'not properly shut down; automatic recovery in progress' "$logs"
+    e2e_match "recovery of $3 finished" 'redo done at|database system is ready to accept connections' "$logs"
+    grep -E 'redo (starts|done)|ready to accept' <<<"$logs" | sed 's/^/# /'
+    out=$(pg "$1" pg_amcheck -h /var/run/postgresql --install-missing --heapallindexed --rootdescend postgres 2>&1)
+    if [ $? -eq 0 ]; then e2e_ok "pg_amcheck --heapallindexed --rootdescend finds nothing on $3"
+    else e2e_not_ok "pg_amcheck on $3"; e2e_diag "$out"; fi
+    check_invariant "pgbench's invariant holds on $3" "$1"
 }
