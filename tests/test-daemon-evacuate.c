@@ -855,3 +855,40 @@ Test(daemon_evacuate, wait_moves_a_volume_as_soon_as_it_is_unmounted)
 	cr_assert(strstr(out, "final pass incremental"), "%s", out);
 	cr_assert_str_eq(volume_partition("busy"), tb.parts[1].uuid);
 }
+
+/*
+ * Passes in quick succession: a pass's snapshot alternates between evacuate-1 and
+ * evacuate-2, and snapshot times are whole seconds, so two passes of one second
+ * once ordered the previous pass's evacuate-2 after this one's evacuate-1 and
+ * made a full pass instead of an incremental one (the real case above failed
+ * that way under ASan one run in two). Ten live passes of a small mounted volume
+ * fall within a few seconds: every one after the first must be incremental.
+ */
+Test(daemon_evacuate, passes_within_one_second_stay_incremental)
+{
+	const char *u0 = tb.parts[0].uuid;
+	char dir[700];
+	json_t *j, *e;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"quick\",\"Opts\":{\"partition\":\"%s\"}}", u0), 0, "%s",
+		     client_err(&rep));
+	testbed_volume_dir(&tb, 0, "quick", dir, sizeof(dir));
+	tree_fill_sample(dir);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"quick\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
+	for (int i = 0; i < 10; i++) {
+		cr_assert_eq(ADMIN("partition", "evacuate", u0, "--to", tb.parts[1].uuid, "--json"), 1, "%s %s", out, err);
+		j = parse_out();
+		e = json_object_get(entry_of(j, "waiting", "quick"), "pass");
+		cr_assert_not_null(e, "pass %d: no live pass: %s", i + 1, out);
+		cr_assert_str_eq(json_string_value(json_object_get(e, "kind")), i == 0 ? "full" : "incremental",
+				 "pass %d: %s", i + 1, out);
+		json_decref(j);
+	}
+	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"quick\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
+	cr_assert_eq(ADMIN("partition", "evacuate", u0, "--to", tb.parts[1].uuid, "--json"), 0, "%s %s", out, err);
+	j = parse_out();
+	e = json_object_get(entry_of(j, "moved", "quick"), "final_pass");
+	cr_assert_not_null(e, "%s", out);
+	cr_assert_str_eq(json_string_value(json_object_get(e, "kind")), "incremental", "%s", out);
+	json_decref(j);
+}

@@ -288,7 +288,12 @@ static int stage_prepare(EvacuatePass *p)
 	return 0;
 }
 
-/* The newest staged tree whose snapshot is older than @x on P, or NULL. */
+/*
+ * The newest staged tree whose snapshot is older than @x on P, or NULL. The
+ * pass's own snapshot (P's top) was just taken: every other is older, even one
+ * of the same second (snapshot times are seconds; their names would order the
+ * previous pass's evacuate-2 after this one's evacuate-1 and make it a full pass).
+ */
 static StagedTree *stage_base(EvacuatePass *p, const VolumeSnapshot *x)
 {
 	StagedTree *best = NULL;
@@ -297,7 +302,7 @@ static StagedTree *stage_base(EvacuatePass *p, const VolumeSnapshot *x)
 	for (size_t i = 0; i < p->st.n; i++) {
 		const VolumeSnapshot *s = snap_by_id(p, p->st.trees[i].id);
 
-		if (s && s != x && snap_order(s, x) < 0 && (!bs || snap_order(s, bs) > 0)) {
+		if (s && s != x && (x == &p->top || snap_order(s, x) < 0) && (!bs || snap_order(s, bs) > 0)) {
 			best = &p->st.trees[i];
 			bs = s;
 		}
