@@ -13,6 +13,7 @@
 #include "pool/mount.h"
 #include "util/deadline-call.h"
 #include "util/fs-util.h"
+#include "util/macro.h"
 #include "util/strutil.h"
 
 Test(strutil, sizes_modes_numbers)
@@ -244,4 +245,27 @@ Test(deadline_call, a_late_call_is_left_to_its_worker_and_blocks_no_second_one)
 	pipe_read_free(&p->call);
 	close(fds[0]);
 	close(fds[1]);
+}
+
+/* What a shell makes of a quoted word is the word: a host called "(none)" (a kernel without a name), quotes, $(), `. */
+Test(strutil, shell_quote_gives_the_shell_the_string_back)
+{
+	static const char *const words[] = { "(none)", "node2", "", "it's", "''", "$(touch /tmp/x)", "`id`", "a b\tc",
+					      "line\nbreak", "\\", "*", "a;b|c&d>e<f", "-o" };
+
+	for (size_t i = 0; i < ELEMENTSOF(words); i++) {
+		_cleanup_free_ char *q = shell_quote_dup(words[i]), *cmd = NULL;
+		char got[256] = "";
+		size_t n;
+		FILE *f;
+
+		cr_assert_not_null(q);
+		cr_assert_gt(asprintf(&cmd, "printf '%%s' %s", q), 0);
+		f = popen(cmd, "r");
+		cr_assert_not_null(f);
+		n = fread(got, 1, sizeof(got) - 1, f);
+		got[n] = '\0';
+		cr_assert_eq(pclose(f), 0, "%s", cmd);
+		cr_assert_str_eq(got, words[i], "%s", cmd);
+	}
 }

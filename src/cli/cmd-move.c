@@ -229,9 +229,12 @@ static int show_there(Move *m, json_t **ret)
 /* `CMD nvmevol volume fence NAME HERE` (@fence) or `unfence NAME` there; 0 or -1. */
 static int fence_there(Move *m, bool fence)
 {
-	_cleanup_free_ char *args = NULL;
+	_cleanup_free_ char *args = NULL, *here_q = shell_quote_dup(m->here);
 
-	if ((fence ? asprintf(&args, "volume fence %s %s > /dev/null", m->name, m->here)
+	/* The host's name may hold anything a shell reads (a kernel without one says "(none)"). */
+	if (!here_q)
+		return -1;
+	if ((fence ? asprintf(&args, "volume fence %s %s > /dev/null", m->name, here_q)
 		   : asprintf(&args, "volume unfence %s > /dev/null", m->name)) < 0)
 		return -1;
 	if (run_there(m, args, -1, NULL) != 0)
@@ -340,7 +343,7 @@ static int one_pass(Move *m, const char *snap, const char *from, const char *kin
 		    double *ret_seconds)
 {
 	_cleanup_(json_decrefp) json_t *j = NULL;
-	_cleanup_free_ char *err = NULL, *args = NULL;
+	_cleanup_free_ char *err = NULL, *args = NULL, *node_q = NULL;
 	SendPassResult res;
 	uint64_t t0 = now_mono_ms();
 	int p[2], rc, st;
@@ -349,8 +352,13 @@ static int one_pass(Move *m, const char *snap, const char *from, const char *kin
 	if (quiet_call(m, ADMIN_PATH_VOLUME_SNAPSHOT,
 		       json_pack("{s:s,s:s,s:b}", "Name", m->name, "Snapshot", snap, "ByMove", true), &j, &err) < 0)
 		return cli_fail(m->a, "cannot take snapshot %s of %s: %s", snap, m->name, err ? err : "?");
-	if (asprintf(&args, "volume receive %s%s%s --json", m->name, !from && m->node[0] && json_object_get(m->over, "node") ? " -o node=" : "",
-		     !from && json_object_get(m->over, "node") ? m->node : "") < 0 || pipe2(p, O_CLOEXEC) < 0)
+	/* Names are checked ([A-Za-z0-9_.-]); a node name is whatever its host is called: quoted. */
+	node_q = shell_quote_dup(m->node);
+	if (!node_q ||
+	    asprintf(&args, "volume receive %s%s%s --json", m->name,
+		     !from && m->node[0] && json_object_get(m->over, "node") ? " -o node=" : "",
+		     !from && m->node[0] && json_object_get(m->over, "node") ? node_q : "") < 0 ||
+	    pipe2(p, O_CLOEXEC) < 0)
 		return cli_fail(m->a, "out of memory");
 	pid = fork();
 	if (pid == 0) {

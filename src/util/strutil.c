@@ -301,6 +301,30 @@ char *text_escape_dup(const char *raw, bool double_backslash)
 	return buf;
 }
 
+char *shell_quote_dup(const char *s)
+{
+	size_t n = 3;
+	char *out, *o;
+
+	for (const char *c = s; *c; c++)
+		n += *c == '\'' ? 4 : 1;
+	out = malloc(n);
+	if (!out)
+		return NULL;
+	o = out;
+	*o++ = '\'';
+	for (const char *c = s; *c; c++) {
+		if (*c == '\'') {
+			memcpy(o, "'\\''", 4);
+			o += 4;
+		} else
+			*o++ = *c;
+	}
+	*o++ = '\'';
+	*o = '\0';
+	return out;
+}
+
 void label_escape(const char *raw, char *buf, size_t len)
 {
 	text_escape(raw, true, buf, len);

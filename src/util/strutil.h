@@ -42,6 +42,9 @@ void text_escape(const char *raw, bool double_backslash, char *buf, size_t len);
 /* The same into a new string of the size it needs (NULL on ENOMEM). */
 char *text_escape_dup(const char *raw, bool double_backslash);
 
+/* @s as one word of a POSIX shell command: single-quoted, each ' as '\'' (NULL on ENOMEM). */
+char *shell_quote_dup(const char *s);
+
 /*
  * A filesystem label (any bytes, as mkfs.xfs -L accepts them) for records,
  * Status, tables and logs: text_escape() with backslashes doubled. Truncates
