@@ -1640,7 +1640,8 @@ Test(clone, a_write_in_the_tick_of_the_live_read_reaches_the_clone_and_needs_the
 		for (int attempt = 0;; attempt++) {
 			struct timespec now;
 
-			cr_assert_lt(attempt, 10, "never within one tick");
+			/* Under TCG at a load of 10 the guest's 4 ms tick passed between read and write 10 times running. */
+			cr_assert_lt(attempt, tick_ms ? 10 : 100, "never within one tick");
 			reset_both();
 			if (tick_ms) {
 				/* Early in a second, so that the whole clone fits in it. */
