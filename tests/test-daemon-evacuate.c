@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -231,6 +232,54 @@ Test(daemon_evacuate, fence_refuses_mount_with_the_new_host_until_unfenced_and_r
 	cr_assert(strstr(err, "no such volume"), "%s", err);
 	cr_assert_eq(ADMIN("volume", "fence", "fv", "bad host"), 1);
 	cr_assert(strstr(err, "invalid 'Host'"), "%s", err);
+}
+
+/* Fills the filesystem of @dir with one file, then smaller ones, until a 4 KiB allocation or an inode fails. */
+static void fill_up(const char *dir)
+{
+	char path[800];
+	struct statvfs sv;
+
+	cr_assert_eq(statvfs(dir, &sv), 0);
+	for (int i = 0;; i++) {
+		uint64_t want = i == 0 ? (uint64_t)sv.f_bavail * sv.f_frsize : 4096u << (i < 12 ? 12 - i : 0);
+		int fd;
+
+		cr_assert_lt(i, 100000, "the partition never filled up");
+		snprintf(path, sizeof(path), "%s/fill%d", dir, i);
+		fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		if (fd < 0 && errno == ENOSPC)
+			break; /* not even an inode left */
+		cr_assert_geq(fd, 0, "%s: %s", path, strerror(errno));
+		if (posix_fallocate(fd, 0, (off_t)want) != 0 && want == 4096) {
+			close(fd);
+			break;
+		}
+		close(fd);
+	}
+}
+
+/*
+ * A fence whose record cannot be written (a full partition): a clear Err, the
+ * daemon serves on, the volume is not fenced. The failed write freed the new
+ * fence twice (glibc aborted the plugin: a swarm move killed its plugin so).
+ */
+Test(daemon_evacuate, a_fence_that_cannot_be_written_fails_cleanly)
+{
+	char dir[700];
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"full\",\"Opts\":{\"partition\":\"%s\"}}",
+			     tb.parts[0].uuid), 0, "%s", client_err(&rep));
+	testbed_volume_dir(&tb, 0, "full", dir, sizeof(dir));
+	fill_up(dir);
+	cr_assert_eq(ADMIN("volume", "fence", "full", "node2"), 1, "%s %s", out, err);
+	cr_assert(strstr(err, "cannot write the record of volume full"), "%s", err);
+	cr_assert_eq(waitpid(tb.pid, NULL, WNOHANG), 0, "the daemon died on a fence it could not write");
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"full\"}"), 0, "%s", client_err(&rep));
+	cr_assert_null(json_object_get(json_object_get(json_object_get(rep.json, "Volume"), "Status"), "moved_to"),
+		       "%s", rep.body);
+	cr_assert_eq(ADMIN("volume", "unfence", "full"), 0, "%s", err);
+	cr_assert(strstr(out, "not fenced"), "%s", out);
 }
 
 /* ---- evacuate ---- */

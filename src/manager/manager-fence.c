@@ -70,7 +70,11 @@ typedef struct FenceArgs {
 	json_t *result;
 } FenceArgs;
 
-/* Writes @v's record with @fence (NULL: none) and @generation; on failure @v is as it was. */
+/*
+ * Writes @v's record with @fence (NULL: none) and @generation. On success @v owns
+ * @fence and the old fence is freed; on failure @v is as it was and @fence is
+ * still the caller's.
+ */
 static int save_fence(Manager *m, Volume *v, PartitionFs *fs, VolumeFence *fence, uint64_t generation,
 		      char **reterr_msg)
 {
@@ -87,7 +91,7 @@ static int save_fence(Manager *m, Volume *v, PartitionFs *fs, VolumeFence *fence
 	if (r < 0) {
 		v->fence = old;
 		v->fence_generation = old_gen;
-		old = fence;
+		old = NULL; /* @fence stays the caller's (fence_fn frees it): freeing it here freed it twice */
 	}
 	registry_unlock(m->reg);
 	free(old);

@@ -141,8 +141,10 @@ mgr() { on "${SWARM_NODES[0]}" "$@"; }
 swarm_make_partitions() {
     local n a b
     for n in "${SWARM_NODES[@]}"; do
-        # 320 MiB: mkfs.xfs refuses filesystems below 300 MiB.
-        a=$(e2e_make_loop_xfs "${SWARM_PREFIX[$n]}a" 320) && b=$(e2e_make_loop_xfs "${SWARM_PREFIX[$n]}b" 320) ||
+        # 1 GiB (sparse): the pgmove scenario's database under pgbench, its live passes' snapshot
+        # and PostgreSQL's checkpoint at the stop (every block rewritten beside the snapshot's)
+        # filled 320 MiB, and the fence's record write then failed.
+        a=$(e2e_make_loop_xfs "${SWARM_PREFIX[$n]}a" 1024) && b=$(e2e_make_loop_xfs "${SWARM_PREFIX[$n]}b" 1024) ||
             e2e_die "cannot make the partitions of $n"
         SWARM_LOOPS[$n]="$a $b"
         e2e_log "$n: partitions $a $b (label prefix ${SWARM_PREFIX[$n]})"
