@@ -539,8 +539,10 @@ pgsql_on() { svc_exec "$1" sw-pg psql -h /var/run/postgresql -XAtq -c "$2" postg
 
 # pg_ready NODE: until sw-pg's PostgreSQL on NODE answers (60 s at most).
 pg_ready() {
-    local i
-    for i in $(seq 1 120); do
+    # A deadline, not a count: with no container each try waits 10 s in container(), and 120 tries
+    # held the stage for 20 minutes after a failed move.
+    local end=$((SECONDS + 60))
+    while [ $SECONDS -lt $end ]; do
         svc_exec "$1" sw-pg pg_isready -q -h /var/run/postgresql >/dev/null && return 0
         sleep 0.5
     done
