@@ -349,6 +349,18 @@ in_view() {
     in_host_view "$E2E_WORK/view.sh"
 }
 
+# A plugin that refused to start (it exited during docker plugin enable) may leave its container in
+# Docker's containerd, and the next enable fails with "id already in use" (Docker's race, seen in CI
+# one run in two): removed as the README says.
+clear_refused_plugin_container() {
+    local id
+    id=$(docker plugin inspect -f '{{.Id}}' nvmevol:latest 2>/dev/null) || return 0
+    if ctr --address "$E2E_EXEC_ROOT/containerd/containerd.sock" -n plugins.moby containers info "$id" >/dev/null 2>&1; then
+        e2e_log "Docker kept the refused plugin's container $id in containerd: ctr -n plugins.moby containers rm"
+        ctr --address "$E2E_EXEC_ROOT/containerd/containerd.sock" -n plugins.moby containers rm "$id" >/dev/null
+    fi
+}
+
 # The documented move (README "As a host service"), both ways, with the data.
 # One nvmevol per partition, between the two modes, with Docker.
 scenario_exclusive() {
@@ -364,6 +376,7 @@ scenario_exclusive() {
         "cannot start: partition ${PREFIX}[01] .* is served by the nvmevol host service \\(pid $pid," \
         "$(cat "$E2E_DOCKERD_LOG")"
     docker plugin disable -f nvmevol:latest >/dev/null 2>&1
+    clear_refused_plugin_container
     e2e_eq "the service still serves" "from-docker from-podman" \
         "$(docker run --rm --network none -v both:/data "$IMG" cat /data/f 2>&1 | paste -sd' ')"
     # While the plugin runs, the service refuses to start, and says why.
