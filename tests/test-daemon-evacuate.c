@@ -430,6 +430,21 @@ Test(daemon_evacuate, evacuate_refuses_bad_targets)
 /* ---- the real case: volumes in use and with snapshots, restarts in the middle ---- */
 
 /* A process that keeps writing into @dir: 64 small files rewritten in turn, and a log that grows. */
+/* A forked command's end: its output in tb.dir/@file for the parent to read, its status as the exit code. */
+static _Noreturn void child_exit(const char *file, int rc)
+{
+	char path[700];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", tb.dir, file);
+	f = fopen(path, "w");
+	if (f) {
+		fputs(out, f);
+		fclose(f);
+	}
+	_exit(rc);
+}
+
 static pid_t start_writer(const char *dir, size_t slot)
 {
 	pid_t pid = fork();
@@ -637,15 +652,8 @@ Test(daemon_evacuate, volumes_in_use_get_live_passes_snapshots_follow_and_restar
 	if (cmd == 0) {
 		/* Its answer, if it got one before the kill, for the parent to read. */
 		int rc = ADMIN("partition", "evacuate", u0, "--to", u1, "--json");
-		FILE *f;
 
-		snprintf(path, sizeof(path), "%s/run1.json", tb.dir);
-		f = fopen(path, "w");
-		if (f) {
-			fputs(out, f);
-			fclose(f);
-		}
-		_exit(rc);
+		child_exit("run1.json", rc);
 	}
 	snprintf(path, sizeof(path), "%s/nvmevol/snapshots/.evacuating/db", mp1);
 	for (int i = 0; i < 20000 && !killed_mid_pass; i++) {
@@ -882,13 +890,7 @@ Test(daemon_evacuate, wait_moves_a_volume_as_soon_as_it_is_unmounted)
 	if (cmd == 0) {
 		int rc = ADMIN("partition", "evacuate", u0, "--wait", "--timeout", "60");
 
-		snprintf(path, sizeof(path), "%s/wait.out", tb.dir);
-		f = fopen(path, "w");
-		if (f) {
-			fputs(out, f);
-			fclose(f);
-		}
-		_exit(rc);
+		child_exit("wait.out", rc);
 	}
 	usleep(1500 * 1000);
 	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"busy\",\"ID\":\"c1\"}"), 0, "%s", client_err(&rep));
