@@ -1,7 +1,7 @@
 #!/bin/bash
 # Installs what nvmevol's tests need (Debian 12, as root) and runs them all:
-#   unit + privileged Criterion suites (loop XFS, real daemon), the same under
-#   ASan+UBSan, fuzz-corpus replay and a bounded libFuzzer run, reliability
+#   unit Criterion suites, then those and the privileged ones (loop XFS, real
+#   daemon) under ASan+UBSan, fuzz-corpus replay and a bounded libFuzzer run, reliability
 #   figures (kill -9, faults, hostile input, path safety, concurrency), the
 #   quota suite in a qemu guest, the end-to-end suite against a real dockerd,
 #   registry and docker-compose, a PostgreSQL cloned under load, a three-node
@@ -10,7 +10,7 @@
 #   Docker and Podman, the self-test drift under a real throttle, and the
 #   monitoring kit (alert rules, dashboard) against a real Prometheus and node_exporter.
 # Usage: tests/run-all.sh [stage...]    stages: deps build unit asan fuzz reliability drift monitoring qemu e2e compose clone swarm admin host
-# Ends with "N tests, M runs" (distinct tests; unit and asan run the same ones) and one line
+# Ends with "N tests, M runs" (distinct tests; asan runs unit's again) and one line
 # "N passed, N failed" summing every stage's tests. deps and build are steps, not tests: they count
 # only when they fail. A stage that ran no test fails. With CI=true (.ci/run) a skipped test is a
 # failure unless tests/allowed-skips.txt lists it with its reason. After each stage that makes loop
@@ -126,9 +126,12 @@ stage_build() {
 	ninja -C build || return 1
 }
 
+# The privileged suites (loop XFS, the real daemon: most of the time) run once, in asan: under ASan+UBSan
+# they find all that the release build's run finds and more, and the release binary itself is driven
+# by reliability, e2e, compose, clone, swarm, admin and host. `meson test -C build` runs them all.
 stage_unit() {
 	tests/ensure-test-hooks.sh build || return 1
-	meson_suite build unit
+	meson_suite build unit --suite unit
 }
 
 stage_asan() {
@@ -188,7 +191,7 @@ rmdir "$NVMEVOL_TEST_TMPDIR" 2>/dev/null || echo "left in $NVMEVOL_TEST_TMPDIR: 
 
 note "summary ($(( $(date +%s) - T0 ))s)"
 printf '%s\n' "${STAGE_RESULTS[@]}"
-# Distinct tests: the meson stages' by name (unit and asan run the same), the others' as counted.
+# Distinct tests: the meson stages' by name (asan runs unit's again), the others' as counted.
 DISTINCT=$(( $(cat "$LOGDIR"/*.ids 2>/dev/null | sort -u | wc -l) + OTHER_TESTS ))
 [ "$TOTAL_SKIP" -eq 0 ] || echo "$TOTAL_SKIP tests skipped (listed in each stage's log)"
 echo "$DISTINCT tests, $((TOTAL_PASS + TOTAL_FAIL)) runs"
