@@ -1278,7 +1278,7 @@ static uint64_t thread_cpu_us(void)
 }
 
 /* Test builds: NVMEVOL_TEST_CLONE_WRITEBACK_WAIT_MS=N waits at most N ms for XFS's writeback before a freeze. */
-static unsigned writeback_wait_ms(void)
+static unsigned writeback_wait_ms(const CloneParams *p)
 {
 #if defined(NVMEVOL_TEST_HOOKS) && NVMEVOL_TEST_HOOKS
 	const char *e = getenv("NVMEVOL_TEST_CLONE_WRITEBACK_WAIT_MS");
@@ -1286,7 +1286,7 @@ static unsigned writeback_wait_ms(void)
 	if (e)
 		return (unsigned)strtoul(e, NULL, 10);
 #endif
-	return CLONE_WRITEBACK_WAIT_MS;
+	return p->writeback_wait_ms;
 }
 
 /*
@@ -1439,10 +1439,17 @@ int clone_tree(const CloneParams *p, CloneStats *ret_stats, char **reterr_msg)
 		if (r == 0) {
 			uint64_t waited, backlog;
 
-			r = freeze_wait_writeback(p->freeze_fd, writeback_wait_ms(), &waited, &backlog);
-			st.writeback_wait_us += waited;
+			unsigned wait_ms = writeback_wait_ms(p);
+
+			/* With no wait allowed this still forces the log, which FIFREEZE would do frozen. */
+			r = freeze_wait_writeback(p->freeze_fd, wait_ms, &waited, &backlog);
+			if (wait_ms > 0)
+				st.writeback_wait_us += waited;
+			st.writeback_backlog = backlog;
 			if (r == -ECANCELED)
 				r = errmsg_set(reterr_msg, r, "the plugin is stopping");
+			else if (r == -ETIMEDOUT && wait_ms == 0)
+				r = 0; /* no wait allowed: FIFREEZE writes it back */
 			else if (r < 0) {
 				log_info("clone: XFS had not written back %.1f MiB of its log after %.1f s; freezing anyway",
 					 backlog / 1048576.0, waited / 1e6);

@@ -25,10 +25,12 @@
  * (clone-seen.h says exactly when an inode counts as changed). Where bulk
  * stats fail (not XFS, Linux < 5.2, an error) every entry is compared.
  * Before step 2, when XFS's log holds more than FREEZE_WRITEBACK_MIN_BYTES
- * of metadata not yet written back in place (step 1 made it: 100,000 files
- * make about 20 MiB), the engine waits, at most CLONE_WRITEBACK_WAIT_MS, for
- * XFS to write it back by itself (freeze_wait_writeback()): FIFREEZE would
- * write it back while holding every writer.
+ * of metadata not yet written back in place (step 1 made it: 17,000 files
+ * make 10-16 MiB, 100,000 files 56 MiB), the engine waits, at most
+ * CloneParams.writeback_wait_ms, for XFS to write it back by itself
+ * (freeze_wait_writeback()): FIFREEZE would write it back while holding
+ * every writer. XFS does that only every 30 s, so the wait is kept for the
+ * sizes whose writeback would take a large part of the freeze budget.
  * The clone then equals the source at the instant of the freeze. If the
  * changes to carry exceed CloneParams.delta_max, the freeze ends, step 1 is
  * repeated on the clone (cheap: only what changed is cloned again) and the
@@ -78,7 +80,9 @@
 #define CLONE_CAPTURE_CHUNK (4ull << 20)       /* bytes read while frozen between two budget checks */
 #define CLONE_MEM_MAX_DEFAULT (512ull << 20)   /* the walk's names and hard-link table */
 #define CLONE_LEASE_WAIT_MS 200                /* for a lease holder to give up its lease */
-#define CLONE_WRITEBACK_WAIT_MS 35000          /* for XFS to write back the live pass's metadata (freeze.h) */
+/* CloneParams.writeback_wait_ms: for XFS to write back the live pass's metadata (freeze.h) */
+#define CLONE_WRITEBACK_WAIT_MS 35000        /* snapshots, evacuations: past XFS's 30 s push */
+#define CLONE_WRITEBACK_WAIT_CREATE_MS 15000 /* a Create from Docker: its client may give up after 30 s */
 
 typedef struct CloneParams {
 	int src_fd;                /* the source directory */
@@ -91,6 +95,7 @@ typedef struct CloneParams {
 	uint64_t mem_max;          /* 0 = CLONE_MEM_MAX_DEFAULT */
 	bool allow_copy;           /* copy the data where blocks cannot be shared (verified under freeze_fd) */
 	bool other_fs;             /* dst_fd is on another filesystem (an evacuation): every file copied; needs allow_copy */
+	unsigned writeback_wait_ms; /* longest wait for XFS's writeback before a freeze (0: none; see above) */
 } CloneParams;
 
 typedef struct CloneStats {
@@ -108,6 +113,7 @@ typedef struct CloneStats {
 	uint64_t frozen_check_us;   /* of the last freeze, the time its bulk stats took */
 	uint64_t frozen_cpu_us;     /* CPU time the engine's thread spent during the last freeze (its own work) */
 	uint64_t writeback_wait_us; /* waited before freezing for XFS to write back what the log held (freeze.h) */
+	uint64_t writeback_backlog; /* bytes of XFS's log not yet written back before the last freeze (freeze.h) */
 	int64_t at;                 /* unix time of the instant the clone shows */
 	uint64_t elapsed_us;
 } CloneStats;

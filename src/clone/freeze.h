@@ -119,6 +119,12 @@ int freeze_recover(int fs_fd, const FreezeMarker *marker);
 int freeze_probe_writes(int fs_fd, const char *dir_name, mode_t mode);
 
 /*
+ * Below this FIFREEZE's own writeback took 75-380 ms at load 8-10 (17,000 files: 10-16 MiB), well
+ * inside the 1 s freeze budget, and a wait of up to 30 s would buy little; at 56 MiB (100,000 files)
+ * it took 560 ms and the freeze 930 ms: near the budget (tests/bench/RESULTS.md, section 10).
+ */
+#define FREEZE_WRITEBACK_MIN_BYTES (32u << 20)
+/*
  * FIFREEZE writes back in place all the metadata that is only in XFS's log
  * so far, holding every writer meanwhile: after a live pass that made 100,000
  * files, hundreds of ms. XFS writes it back by itself, writers going on (its
@@ -130,7 +136,6 @@ int freeze_probe_writes(int fs_fd, const char *dir_name, mode_t mode);
  * well when there is little or the log cannot be read (not XFS, no sysfs);
  * -ETIMEDOUT past @max_ms; -ECANCELED after freeze_abort_all().
  */
-#define FREEZE_WRITEBACK_MIN_BYTES (2u << 20)
 #define FREEZE_WRITEBACK_POLL_MS 20
 int freeze_wait_writeback(int fs_fd, unsigned max_ms, uint64_t *ret_waited_us, uint64_t *ret_backlog_bytes);
 

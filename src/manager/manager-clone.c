@@ -293,6 +293,7 @@ int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, c
 		/* Always: writes that race with the clone are carried over, or fail a copy (clone.h). */
 		p.freeze_fd = fs->root_fd;
 		p.freeze_marker = &marker;
+		p.writeback_wait_ms = CLONE_WRITEBACK_WAIT_CREATE_MS; /* within Docker's patience (clone.h) */
 		r = clone_tree(&p, &st, &why);
 	}
 	pthread_mutex_unlock(&src->op_lock);
@@ -312,13 +313,15 @@ int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, c
 	v->clone->source_in_use = in_use;
 	v->clone->copied = st.copied > 0;
 	v->clone->frozen_ms = (uint32_t)((st.frozen_us + 999) / 1000);
+	v->clone->writeback_wait_ms = (uint32_t)(st.writeback_wait_us / 1000);
 	v->clone->entries = st.files + st.dirs + st.symlinks + st.specials + st.hardlinks;
 	v->clone->bytes = st.bytes;
 	log_info("volume %s: cloned from %s: %llu entries, %llu bytes %s in %.1f ms%s%.1f ms frozen (%.1f ms of it "
-		 "to flush and freeze), %u freeze(s), %llu bytes carried over)",
+		 "to flush and freeze), %u freeze(s), %llu bytes carried over, %.1f s waited for XFS's writeback)",
 		 v->name, src->name, (unsigned long long)v->clone->entries, (unsigned long long)st.bytes,
 		 st.copied ? "copied" : "shared", st.elapsed_us / 1000.0, in_use ? " (in use: " : " (not known in use: ",
-		 st.frozen_us / 1000.0, st.freeze_call_us / 1000.0, st.freezes, (unsigned long long)st.delta_bytes);
+		 st.frozen_us / 1000.0, st.freeze_call_us / 1000.0, st.freezes, (unsigned long long)st.delta_bytes,
+		 st.writeback_wait_us / 1e6);
 	return 0;
 }
 
@@ -346,7 +349,8 @@ void manager_clone_add_status(Volume *v, json_t *status)
 	json_object_set_new(status, "cloned_from", json_string(c->from));
 	json_object_set_new(status, "cloned_at", json_string(stamp));
 	json_object_set_new(status, "clone",
-			    json_pack("{s:s, s:b, s:I, s:I, s:I}", "method", c->copied ? "copy" : "reflink",
+			    json_pack("{s:s, s:b, s:I, s:I, s:I, s:I}", "method", c->copied ? "copy" : "reflink",
 				      "source_in_use", c->source_in_use, "frozen_ms", (json_int_t)c->frozen_ms,
-				      "entries", (json_int_t)c->entries, "bytes", (json_int_t)c->bytes));
+				      "writeback_wait_ms", (json_int_t)c->writeback_wait_ms, "entries",
+				      (json_int_t)c->entries, "bytes", (json_int_t)c->bytes));
 }

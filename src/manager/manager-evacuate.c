@@ -232,7 +232,7 @@ static int copy_direct(Evacuation *e, Volume *v, Volume *nv, PartitionFs *tfs, C
 	const FreezeMarker marker = { .dir_fd = store_freeze_dir(m->store), .name = e->sinfo.uuid };
 	CloneParams p = { .freeze_budget_ms = (unsigned)m->cfg->clone_freeze_budget_ms, .allow_copy = true,
 			  .other_fs = true, .mem_max = m->cfg->clone_memory_mb << 20, .freeze_fd = e->sfs->root_fd,
-			  .freeze_marker = &marker };
+			  .freeze_marker = &marker, .writeback_wait_ms = CLONE_WRITEBACK_WAIT_MS };
 	uint64_t need = 0, inodes = 0, free_b = 0;
 	int r;
 

@@ -325,6 +325,7 @@ static int take(Manager *m, Volume *v, PartitionFs *fs, VolumeSnapshot *s, char 
 	p.dst_fd = dfd;
 	p.freeze_fd = fs->root_fd;
 	s->volume_in_use = manager_volume_known_in_use(v, fs, v->mounted || volume_mount_total(v) > 0, use, sizeof(use));
+	p.writeback_wait_ms = CLONE_WRITEBACK_WAIT_MS;
 	/* Always frozen, in use or not: the plugin cannot see every writer (manager-clone.c). */
 	r = clone_tree(&p, &st, &why);
 	if (r < 0) {

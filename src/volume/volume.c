@@ -157,9 +157,10 @@ void volume_mounts_clear(Volume *v)
 
 static json_t *clone_to_json(const VolumeClone *c)
 {
-	return json_pack("{s:s, s:I, s:b, s:s, s:I, s:I, s:I}", "from", c->from, "at", (json_int_t)c->at, "in_use",
+	return json_pack("{s:s, s:I, s:b, s:s, s:I, s:I, s:I, s:I}", "from", c->from, "at", (json_int_t)c->at, "in_use",
 			 c->source_in_use, "method", c->copied ? "copy" : "reflink", "frozen_ms", (json_int_t)c->frozen_ms,
-			 "entries", (json_int_t)c->entries, "bytes", (json_int_t)c->bytes);
+			 "writeback_wait_ms", (json_int_t)c->writeback_wait_ms, "entries", (json_int_t)c->entries, "bytes",
+			 (json_int_t)c->bytes);
 }
 
 static bool nonneg_int(json_t *j, const char *key, json_int_t max, json_int_t *ret)
@@ -177,7 +178,7 @@ static int clone_from_json(json_t *j, VolumeClone **ret)
 	_cleanup_free_ VolumeClone *c = calloc(1, sizeof(*c));
 	json_t *from = json_object_get(j, "from"), *in_use = json_object_get(j, "in_use"),
 	       *method = json_object_get(j, "method");
-	json_int_t at, frozen, entries, bytes;
+	json_int_t at, frozen, waited = 0, entries, bytes;
 
 	if (!c)
 		return -ENOMEM;
@@ -185,13 +186,16 @@ static int clone_from_json(json_t *j, VolumeClone **ret)
 	    strlen(json_string_value(from)) != json_string_length(from) || !json_is_boolean(in_use) ||
 	    !json_is_string(method) || (!streq(json_string_value(method), "reflink") && !streq(json_string_value(method), "copy")) ||
 	    !nonneg_int(j, "at", INT64_MAX, &at) || !nonneg_int(j, "frozen_ms", UINT32_MAX, &frozen) ||
-	    !nonneg_int(j, "entries", INT64_MAX, &entries) || !nonneg_int(j, "bytes", INT64_MAX, &bytes))
+	    !nonneg_int(j, "entries", INT64_MAX, &entries) || !nonneg_int(j, "bytes", INT64_MAX, &bytes) ||
+	    /* Absent in the records of nvmevol before it. */
+	    (json_object_get(j, "writeback_wait_ms") && !nonneg_int(j, "writeback_wait_ms", UINT32_MAX, &waited)))
 		return -EUCLEAN;
 	strcpy(c->from, json_string_value(from));
 	c->at = at;
 	c->source_in_use = json_is_true(in_use);
 	c->copied = streq(json_string_value(method), "copy");
 	c->frozen_ms = (uint32_t)frozen;
+	c->writeback_wait_ms = (uint32_t)waited;
 	c->entries = (uint64_t)entries;
 	c->bytes = (uint64_t)bytes;
 	*ret = TAKE_PTR(c);

@@ -59,6 +59,7 @@ typedef struct VolumeClone {
 	bool source_in_use; /* SOURCE was mounted: made consistent under a freeze of the partition */
 	bool copied;        /* the data was copied (clone_copy=true), not shared */
 	uint32_t frozen_ms; /* writes on the partition waited this long (0 when not in use) */
+	uint32_t writeback_wait_ms; /* the clone waited this long for XFS's writeback before its freeze (clone.h) */
 	uint64_t entries;   /* files, directories, links and special files */
 	uint64_t bytes;     /* sizes of the regular files */
 } VolumeClone;

@@ -29,7 +29,7 @@ static void note_before_freeze(void *userdata, unsigned attempt)
 
 int main(int argc, char **argv)
 {
-	CloneParams p = { .freeze_fd = -1, .freeze_budget_ms = 1000 };
+	CloneParams p = { .freeze_fd = -1, .freeze_budget_ms = 1000, .writeback_wait_ms = CLONE_WRITEBACK_WAIT_MS };
 	CloneStats st = { 0 };
 	char *err = NULL;
 	int r;
@@ -53,13 +53,13 @@ int main(int argc, char **argv)
 	printf("{\"result\":%d,\"error\":\"%s\",\"files\":%llu,\"dirs\":%llu,\"symlinks\":%llu,\"specials\":%llu,"
 	       "\"hardlinks\":%llu,\"bytes\":%llu,\"reflinked\":%llu,\"copied\":%llu,\"delta_bytes\":%llu,"
 	       "\"freezes\":%u,\"frozen_ms\":%.3f,\"freeze_call_ms\":%.3f,\"frozen_checked\":%llu,"
-	       "\"frozen_compared\":%llu,\"frozen_check_ms\":%.3f,\"frozen_cpu_ms\":%.3f,\"writeback_wait_ms\":%.3f,\"before_freeze_at\":%.6f,\"elapsed_ms\":%.3f}\n",
+	       "\"frozen_compared\":%llu,\"frozen_check_ms\":%.3f,\"frozen_cpu_ms\":%.3f,\"writeback_wait_ms\":%.3f,\"writeback_backlog_bytes\":%llu,\"before_freeze_at\":%.6f,\"elapsed_ms\":%.3f}\n",
 	       r, err ? err : "", (unsigned long long)st.files, (unsigned long long)st.dirs,
 	       (unsigned long long)st.symlinks, (unsigned long long)st.specials, (unsigned long long)st.hardlinks,
 	       (unsigned long long)st.bytes, (unsigned long long)st.reflinked, (unsigned long long)st.copied,
 	       (unsigned long long)st.delta_bytes, st.freezes, st.frozen_us / 1000.0, st.freeze_call_us / 1000.0,
 	       (unsigned long long)st.frozen_checked, (unsigned long long)st.frozen_compared,
-	       st.frozen_check_us / 1000.0, st.frozen_cpu_us / 1000.0, st.writeback_wait_us / 1000.0, before_freeze_at,
+	       st.frozen_check_us / 1000.0, st.frozen_cpu_us / 1000.0, st.writeback_wait_us / 1000.0, (unsigned long long)st.writeback_backlog, before_freeze_at,
 	       st.elapsed_us / 1000.0);
 	free(err);
 	return r < 0 ? 1 : 0;

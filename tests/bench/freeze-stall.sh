@@ -20,10 +20,13 @@
 # neighbour's worst write during the clone, and the ratios (after ÷ before,
 # frozen ÷ the 50 ms goal).
 #
-# usage: tests/bench/freeze-stall.sh [--reps N] [--sizes "17000 100000"] [--before-switch]
+# usage: tests/bench/freeze-stall.sh [--reps N] [--sizes "17000 100000"] [--before-switch | --before-env VAR=VALUE]
 #   --before-switch: "before" is this tree's clonetool with
 #   NVMEVOL_TEST_CLONE_SABOTAGE=full (every entry compared; needs a build
 #   with -Dtest_hooks=true) instead of a build of BEFORE_REF.
+#   --before-env VAR=VALUE: "before" is this tree's clonetool with that
+#   variable set, e.g. NVMEVOL_TEST_CLONE_WRITEBACK_WAIT_MS=0 (no wait for
+#   XFS's writeback before the freeze; a -Dtest_hooks=true build).
 # Needs root, xfsprogs, python3, meson, ninja. About 2 GiB of sparse disk in
 # $BENCH_TMP (/var/tmp), removed at the end; 6-10 minutes.
 set -uo pipefail
@@ -33,14 +36,16 @@ REPO=$(cd "$HERE/../.." && pwd)
 REPS=5
 SIZES="17000 100000"
 BEFORE_SWITCH=0
+BEFORE_ENV=
 BEFORE_REF=${BEFORE_REF:-main}
 BUDGET_MS=60000 # the before binary needs seconds for 100,000 entries (10 s did not suffice at load 19)
 while [ $# -gt 0 ]; do
     case $1 in
         --reps) REPS=$2; shift 2 ;;
         --sizes) SIZES=$2; shift 2 ;;
-        --before-switch) BEFORE_SWITCH=1; shift ;;
-        *) echo "usage: $0 [--reps N] [--sizes \"17000 100000\"] [--before-switch]" >&2; exit 2 ;;
+        --before-switch) BEFORE_SWITCH=1; BEFORE_ENV=NVMEVOL_TEST_CLONE_SABOTAGE=full; shift ;;
+        --before-env) BEFORE_SWITCH=1; BEFORE_ENV=$2; shift 2 ;;
+        *) echo "usage: $0 [--reps N] [--sizes \"17000 100000\"] [--before-switch | --before-env VAR=VALUE]" >&2; exit 2 ;;
     esac
 done
 [ "$(id -u)" = 0 ] || { echo "freeze-stall.sh: needs root" >&2; exit 2; }
@@ -68,7 +73,7 @@ AFTER=$REPO/build/tests/clonetool
 [ -x "$AFTER" ] || ninja -C "$REPO/build" tests/clonetool >/dev/null || { log "cannot build $AFTER"; exit 1; }
 if [ "$BEFORE_SWITCH" = 1 ]; then
     BEFORE=$AFTER
-    BEFORE_NAME="this tree, NVMEVOL_TEST_CLONE_SABOTAGE=full"
+    BEFORE_NAME="this tree, $BEFORE_ENV"
 else
     log "building clonetool of $BEFORE_REF ($(git -C "$REPO" rev-parse --short "$BEFORE_REF"))"
     mkdir -p "$W/before-src"
@@ -90,7 +95,7 @@ mkdir -p "$MNT/neighbour"
 RAW=$HERE/raw
 mkdir -p "$RAW"
 OUT=$RAW/freeze-stall.tsv
-printf 'entries\tmethod\trep\tfrozen_ms\tfreeze_call_ms\tcompared\tchecked\tcarried_bytes\tclone_ms\tworst_neighbour_ms\tneighbour_p99_before_ms\tloadavg\tcheck_ms\twriteback_wait_ms\tfrozen_cpu_ms\tresult\tworst_from_freeze_ms\tneighbour_worst_before_ms\n' >"$OUT"
+printf 'entries\tmethod\trep\tfrozen_ms\tfreeze_call_ms\tcompared\tchecked\tcarried_bytes\tclone_ms\tworst_neighbour_ms\tneighbour_p99_before_ms\tloadavg\tcheck_ms\twriteback_wait_ms\tfrozen_cpu_ms\tresult\tworst_from_freeze_ms\tneighbour_worst_before_ms\tlog_backlog_mib\n' >"$OUT"
 UPTIME_START=$(uptime)
 log "start: $UPTIME_START; kernel $(uname -r), $(nproc) CPUs; before: $BEFORE_NAME; after: $AFTER_NAME"
 
@@ -165,12 +170,13 @@ one_clone() {
     bin=$AFTER; env=()
     if [ "$method" = before ]; then
         bin=$BEFORE
-        [ "$BEFORE_SWITCH" = 1 ] && env=(NVMEVOL_TEST_CLONE_SABOTAGE=full)
+        [ "$BEFORE_SWITCH" = 1 ] && env=("$BEFORE_ENV")
     fi
     mkdir "$MNT/dst"
     sleep 1 # a baseline for the neighbour
     t0=$(now)
-    json=$(env "${env[@]}" "$bin" "$MNT/src" "$MNT/dst" "$MNT" "$BUDGET_MS")
+    # The last line: the engine logs at info level to stdout (as the daemon does for dockerd) before it.
+    json=$(env "${env[@]}" "$bin" "$MNT/src" "$MNT/dst" "$MNT" "$BUDGET_MS" | tail -n 1)
     t1=$(now)
     sleep 0.3
     python3 - "$W/probe.tsv" "$t0" "$t1" "$json" "$entries" "$method" "$rep" "$(cut -d' ' -f1 /proc/loadavg)" <<'PY'
@@ -194,10 +200,11 @@ fz = j.get("before_freeze_at") or t1 - j["frozen_ms"] / 1000 - 0.5
 from_freeze = [l for t, l in rows if fz <= t + l and t <= t1]
 worst_fz = max(from_freeze) * 1000 if from_freeze else float("nan")
 worst_base = base[-1] * 1000 if base else float("nan")
-print("%s\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%d\t%.0f\t%.1f\t%.1f\t%s\t%.1f\t%.0f\t%s\t%s\t%s\t%s" % (entries, method, rep, j["frozen_ms"],
+print("%s\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%d\t%.0f\t%.1f\t%.1f\t%s\t%.1f\t%.0f\t%s\t%s\t%s\t%s\t%.1f" % (entries, method, rep, j["frozen_ms"],
       j["freeze_call_ms"], j.get("frozen_compared", "all"), j.get("frozen_checked", 0), j["delta_bytes"], (t1 - t0) * 1000, worst,
       p99, load, j.get("frozen_check_ms", 0), j.get("writeback_wait_ms", 0),
-      "%.1f" % j["frozen_cpu_ms"] if "frozen_cpu_ms" in j else "-", result, "%.1f" % worst_fz, "%.1f" % worst_base))
+      "%.1f" % j["frozen_cpu_ms"] if "frozen_cpu_ms" in j else "-", result, "%.1f" % worst_fz, "%.1f" % worst_base,
+      j.get("writeback_backlog_bytes", 0) / 1048576))
 PY
     rm -rf "$MNT/dst"
 }
@@ -232,8 +239,8 @@ def med(v):
     return "%.1f (%.1f–%.1f)" % (statistics.median(v), min(v), max(v))
 print("Run: %s to %s; before = %s, after = %s; %s reps each, alternating." % (up0.strip(), up1.strip(), before, after, reps))
 print()
-print("| entries | binary | frozen ms | of it FIFREEZE ms | of it bulk stats ms | the engine's CPU while frozen ms | compared while frozen | worst neighbour write from the freeze on ms | worst during the whole clone ms | neighbour worst / p99 in the second before ms | waited for writeback s | whole clone s | failed (budget) | frozen ÷ 50 ms goal |")
-print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| entries | binary | frozen ms | of it FIFREEZE ms | of it bulk stats ms | the engine's CPU while frozen ms | compared while frozen | worst neighbour write from the freeze on ms | worst during the whole clone ms | neighbour worst / p99 in the second before ms | XFS log not written back MiB | waited for writeback s | whole clone s | failed (budget) | frozen ÷ 50 ms goal |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 summary = {}
 for entries in sorted({r[0] for r in rows}, key=int):
     for method in ("before", "after"):
@@ -249,12 +256,13 @@ for entries in sorted({r[0] for r in rows}, key=int):
         failed = sum(1 for r in rs if r[15] != "ok")
         wfz = [float(r[16]) for r in rs]
         wbase = [float(r[17]) for r in rs]
+        backlog = [float(r[18]) if len(r) > 18 else float("nan") for r in rs]
         cmp_ = sorted({r[5] for r in rs}, key=lambda x: (x == "all", int(x) if x.isdigit() else 0))
         summary[(entries, method)] = (statistics.median(fz), statistics.median(wfz))
-        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f / %.0f | %s | %s | %d of %d | %.2f× |" % (entries, method, med(fz),
+        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f / %.0f | %s | %s | %s | %d of %d | %.2f× |" % (entries, method, med(fz),
               med(call), med(chk), med(cpu) if cpu else "–",
               "every entry" if cmp_ == ["all"] else "%s–%s" % (cmp_[0], cmp_[-1]) if len(cmp_) > 1 else cmp_[0],
-              med(wfz), med(worst), statistics.median(wbase), statistics.median(p99), med(wb), med(whole), failed, len(rs),
+              med(wfz), med(worst), statistics.median(wbase), statistics.median(p99), med(backlog), med(wb), med(whole), failed, len(rs),
               statistics.median(fz) / 50))
 print()
 for entries in sorted({k[0] for k in summary}, key=int):
