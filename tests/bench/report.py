@@ -268,6 +268,25 @@ if cp:
         for n in ["total"] + sorted(names, key=lambda n: -max(sc[k].get(n, 0) for k in cols)):
             md.append(f"| {n} | " + " | ".join(fmt(sc[k].get(n, 0)) for k in cols) + " |")
         md.append("")
+    wall = {}
+    for c, name, v in rows("control-wall.tsv"):
+        wall.setdefault(c, {})[name] = float(v)
+    if wall:
+        # Calls that wait for a client, a timer or another thread: their wall time is idle time.
+        waits = {"futex", "pselect6", "select", "poll", "ppoll", "epoll_wait", "epoll_pwait", "accept", "accept4",
+                 "clock_nanosleep", "nanosleep", "recvfrom", "read", "wait4", "restart_syscall", "rt_sigtimedwait"}
+        wc = [c for c in CP_ALL if c in wall]
+        md.append("The plugin's wall time per cycle in its system calls (`strace -f -c -w`, the same untimed cycles, "
+                  "summed over its threads; strace's stops make each call slower than untraced). Calls that wait "
+                  "for a client, a timer or another thread are left out; *all others* is their sum.\n")
+        md.append("| system call | " + " | ".join(f"plugin, {c} (ms)" for c in wc) + " |")
+        md.append("|---|" + "---:|" * len(wc))
+        names = {n for c in wc for n, x in wall[c].items() if n not in waits and x >= 0.05}
+        for n in sorted(names, key=lambda n: -max(wall[c].get(n, 0) for c in wc)):
+            md.append(f"| {n} | " + " | ".join(f"{wall[c].get(n, 0):.2f}" for c in wc) + " |")
+        md.append("| *all others* | " + " | ".join(
+            f"{sum(x for n, x in wall[c].items() if n not in waits):.2f}" for c in wc) + " |")
+        md.append("")
     with open(os.path.join(plots, "control.dat"), "w") as f:
         for phase in ["default", "nocache"]:
             for c in CP_ALL:
