@@ -451,7 +451,7 @@ for kind, c, rep, v in rows("volumes.tsv"):
 vmd = []
 if vol:
     n = next(iter(pop.values()))[0] if pop else 0
-    vmd.append(f"### `docker volume ls` and `docker volume create` with {n:,} volumes: Docker's `local` driver and nvmevol (`tests/bench/run.sh --only volumes`)\n")
+    vmd.append(f"#### `docker volume ls` and `docker volume create` with {n:,} volumes: Docker's `local` driver and nvmevol (`tests/bench/run.sh --only volumes`)\n")
     vmd.append("Two dockerds of the same version, data-roots on the same root disk: **local** = a dockerd with "
               f"{n:,} `local` volumes and no plugin; **nvmevol** = the plugin's dockerd with {n:,} nvmevol volumes "
               "(self-test off) and no local volume. Both populated through the API (one keep-alive connection, "
