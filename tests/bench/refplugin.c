@@ -96,7 +96,7 @@ static void answer(const char *path, const char *body, char *out, size_t len)
 static void *serve(void *arg)
 {
 	int fd = (int)(long)arg;
-	char buf[65536], reply[1024], head[256];
+	char buf[65536], reply[2048], head[256]; /* reply: a Get names dst twice, up to 1,332 bytes */
 	size_t have = 0;
 
 	for (;;) {

@@ -423,7 +423,8 @@ cp_strace() { # CONTENDERS...
         sd=$!
         sp=
         if [ -n "$CP_PLUGIN" ]; then
-            strace -f -c -o "$LOG/strace-plugin-$c.txt" -p "$CP_PLUGIN" 2>/dev/null &
+            # -w: wall time per call (an fsync's wait, not its CPU), for the plugin's time per cycle below.
+            strace -f -c -w -o "$LOG/strace-plugin-$c.txt" -p "$CP_PLUGIN" 2>/dev/null &
             sp=$!
         fi
         sleep 2
@@ -436,6 +437,10 @@ cp_strace() { # CONTENDERS...
         [ -n "$sp" ] && awk -v c="$c" -v n=$n -v who=plugin '$NF == "total" { printf "%s\t%s\ttotal\t%.0f\n", c, who, $4 / n }
             $NF != "total" && $4 ~ /^[0-9]+$/ { printf "%s\t%s\t%s\t%.1f\n", c, who, $NF, $4 / n }' \
             "$LOG/strace-plugin-$c.txt" >>"$RAW/control-strace.tsv"
+        # The plugin's wall time per cycle in each call (column 2 under -w: seconds over all threads).
+        [ -n "$sp" ] && awk -v c="$c" -v n=$n '$NF != "total" && $4 ~ /^[0-9]+$/ {
+                printf "%s\t%s\t%.3f\n", c, $NF, $2 * 1000 / n }' \
+            "$LOG/strace-plugin-$c.txt" >>"$RAW/control-wall.tsv"
     done
 }
 
@@ -592,28 +597,34 @@ bench_postgres() {
 
 # ------------------------------------------- 5. docker volume ls / create at VOLS_N volumes
 
-# api_batch SOCK FILE: one curl over one keep-alive connection for every request in FILE (a curl
-# config: url, request, data, next); prints the seconds it took.
+# api_batch FILE: one curl over one keep-alive connection for every request in FILE (a curl
+# config: unix-socket, url, request, data, next); prints the seconds it took.
 api_batch() {
     local t0 t1
     t0=$(date +%s%N)
-    curl -s --unix-socket "$1" -K "$2" >/dev/null
+    curl -s -K "$1" >/dev/null
     t1=$(date +%s%N)
     awk -v d=$((t1 - t0)) 'BEGIN { printf "%.1f", d / 1e9 }'
 }
 
-vols_config() { # create|remove DRIVER PREFIX N: a curl config of N Docker API requests
-    local i
-    for i in $(seq 1 "$4"); do
-        if [ "$1" = create ]; then
-            printf 'url = "http://d/volumes/create"\nheader = "Content-Type: application/json"\n'
-            printf 'data = "{\\"Name\\":\\"%s%s\\",\\"Driver\\":\\"%s\\",\\"DriverOpts\\":%s}"\n' "$3" "$i" "$2" \
-                "$([ "$2" = local ] && echo '{}' || echo '{\"selftest\":\"off\"}')"
-        else
-            printf 'url = "http://d/volumes/%s%s"\nrequest = "DELETE"\n' "$3" "$i"
-        fi
-        printf 'next\n'
-    done
+vols_config() { # create|remove DRIVER PREFIX N SOCK: a curl config of N Docker API requests
+    # awk, not a shell loop: a $(...) per line costs a fork, minutes for 10,000 lines on a busy machine.
+    # `next` resets every per-transfer option, the socket too: each block names it; none after the last.
+    awk -v kind="$1" -v driver="$2" -v prefix="$3" -v n="$4" -v sock="$5" 'BEGIN {
+        opts = driver == "local" ? "{}" : "{\\\"selftest\\\":\\\"off\\\"}"
+        for (i = 1; i <= n; i++) {
+            if (i > 1)
+                print "next"
+            printf "unix-socket = \"%s\"\n", sock
+            if (kind == "create") {
+                print "url = \"http://d/volumes/create\""
+                print "header = \"Content-Type: application/json\""
+                printf "data = \"{\\\"Name\\\":\\\"%s%d\\\",\\\"Driver\\\":\\\"%s\\\",\\\"DriverOpts\\\":%s}\"\n", prefix, i, driver, opts
+            } else {
+                printf "url = \"http://d/volumes/%s%d\"\nrequest = \"DELETE\"\n", prefix, i
+            }
+        }
+    }'
 }
 
 bench_volumes() {
@@ -622,13 +633,13 @@ bench_volumes() {
     use_daemon c
     e2e_start_dockerd
     use_daemon a
-    vols_config create local lv "$VOLS_N" >"$BENCH_WORK/c/create.cfg"
-    vols_config create "$PLUGIN" nv "$VOLS_N" >"$BENCH_WORK/a/create.cfg"
+    vols_config create local lv "$VOLS_N" "$BENCH_WORK/c/docker.sock" >"$BENCH_WORK/c/create.cfg"
+    vols_config create "$PLUGIN" nv "$VOLS_N" "$BENCH_WORK/a/docker.sock" >"$BENCH_WORK/a/create.cfg"
     local s
-    s=$(api_batch "$BENCH_WORK/c/docker.sock" "$BENCH_WORK/c/create.cfg")
+    s=$(api_batch "$BENCH_WORK/c/create.cfg")
     printf 'populate\tlocal\t%s\t%s\n' "$VOLS_N" "$s" >>"$RAW/volumes.tsv"
     log "   $VOLS_N local volumes created through the API in $s s"
-    s=$(api_batch "$BENCH_WORK/a/docker.sock" "$BENCH_WORK/a/create.cfg")
+    s=$(api_batch "$BENCH_WORK/a/create.cfg")
     printf 'populate\tnvmevol\t%s\t%s\n' "$VOLS_N" "$s" >>"$RAW/volumes.tsv"
     log "   $VOLS_N nvmevol volumes created through the API in $s s"
     [ "$(DC volume ls -q | wc -l)" -ge "$VOLS_N" ] || { log "daemon c lists fewer than $VOLS_N volumes"; exit 1; }
@@ -650,11 +661,11 @@ bench_volumes() {
             if [ "$c" = local ]; then DC volume rm "lvx$rep" >/dev/null; else DA volume rm "nvx$rep" >/dev/null; fi
         done
     done
-    vols_config remove local lv "$VOLS_N" >"$BENCH_WORK/c/remove.cfg"
-    vols_config remove "$PLUGIN" nv "$VOLS_N" >"$BENCH_WORK/a/remove.cfg"
-    s=$(api_batch "$BENCH_WORK/a/docker.sock" "$BENCH_WORK/a/remove.cfg")
+    vols_config remove local lv "$VOLS_N" "$BENCH_WORK/c/docker.sock" >"$BENCH_WORK/c/remove.cfg"
+    vols_config remove "$PLUGIN" nv "$VOLS_N" "$BENCH_WORK/a/docker.sock" >"$BENCH_WORK/a/remove.cfg"
+    s=$(api_batch "$BENCH_WORK/a/remove.cfg")
     printf 'remove\tnvmevol\t%s\t%s\n' "$VOLS_N" "$s" >>"$RAW/volumes.tsv"
-    s=$(api_batch "$BENCH_WORK/c/docker.sock" "$BENCH_WORK/c/remove.cfg")
+    s=$(api_batch "$BENCH_WORK/c/remove.cfg")
     printf 'remove\tlocal\t%s\t%s\n' "$VOLS_N" "$s" >>"$RAW/volumes.tsv"
     use_daemon c
     e2e_stop_dockerd
