@@ -387,19 +387,6 @@ Test(daemon_send, a_receive_is_refused_while_in_use_and_a_killed_one_leaves_the_
 
 /* ---- a kill inside the receive's snapshot ---- */
 
-static bool dir_holds(const char *dir, const char *prefix)
-{
-	struct dirent *de;
-	bool found = false;
-	DIR *d = opendir(dir);
-
-	cr_assert_not_null(d, "%s: %s", dir, strerror(errno));
-	while ((de = readdir(d)) && !found)
-		found = strncmp(de->d_name, prefix, strlen(prefix)) == 0;
-	closedir(d);
-	return found;
-}
-
 static bool log_says(const char *what)
 {
 	char *log = testbed_log_text(&tb);
@@ -477,7 +464,7 @@ Test(daemon_send, a_kill_inside_the_receives_snapshot_while_the_trash_deletes_le
 	/* The worker is back at work (7 s after the decoy), on the frozen partition. */
 	while (now_s() - t_decoy < 7.5)
 		usleep(50 * 1000);
-	cr_assert(dir_holds(trash, "receive-"), "the previous state left the trash before the kill");
+	cr_assert(testbed_dir_holds(trash, "receive-"), "the previous state left the trash before the kill");
 
 	kill(tb.pid, SIGKILL);
 	for (int i = 0; i < 500 && !exited; i++) {
@@ -527,9 +514,9 @@ Test(daemon_send, a_kill_inside_the_receives_snapshot_while_the_trash_deletes_le
 	cr_assert_eq(receive_from(incr, "dst", NULL), 0, "%s", err);
 	snapdata("src", "s2", s, sizeof(s));
 	compare(s, dst, "the receive after the restart");
-	for (int i = 0; i < 100 && dir_holds(trash, "receive-"); i++)
+	for (int i = 0; i < 100 && testbed_dir_holds(trash, "receive-"); i++)
 		usleep(100 * 1000);
-	cr_assert_not(dir_holds(trash, "receive-"), "the trash never deleted the previous states");
+	cr_assert_not(testbed_dir_holds(trash, "receive-"), "the trash never deleted the previous states");
 }
 
 /* ---- hostile streams ---- */
