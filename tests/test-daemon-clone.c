@@ -786,19 +786,6 @@ Test(daemon_clone, a_leased_file_does_not_hold_the_clone_for_the_lease_break_tim
 		     client_err(&rep));
 }
 
-static bool trash_holds(const char *trash, const char *prefix)
-{
-	struct dirent *de;
-	bool found = false;
-	DIR *d = opendir(trash);
-
-	cr_assert_not_null(d, "%s: %s", trash, strerror(errno));
-	while ((de = readdir(d)) && !found)
-		found = strncmp(de->d_name, prefix, strlen(prefix)) == 0;
-	closedir(d);
-	return found;
-}
-
 /* 100 directories of 80 files with 200-byte names, each with a second name if @links. */
 static void many_files(const char *src, bool links)
 {
@@ -918,17 +905,17 @@ Test(daemon_clone, a_failed_clone_is_deleted_by_the_trash_not_under_the_create_l
 	/* Answered with the half-made clone in the trash, not deleted under the create lock. */
 	snprintf(dir, sizeof(dir), "%s/../big", src);
 	cr_assert_neq(lstat(dir, &st), 0, "the failed clone left volumes/big");
-	cr_assert(trash_holds(trash, "big."), "the failed clone's directory is not in the trash");
+	cr_assert(testbed_dir_holds(trash, "big."), "the failed clone's directory is not in the trash");
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"next\",\"Opts\":{}}"), 0, "%s", client_err(&rep));
 	cr_assert_eq(tb_call(&tb, "List", &rep, "{}"), 0);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	took = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
-	cr_assert(trash_holds(trash, "big."), "deleted before the next Create was answered");
+	cr_assert(testbed_dir_holds(trash, "big."), "deleted before the next Create was answered");
 	cr_assert_lt(took, 2.0, "Create and List took %.1f s behind the deletion", took);
 	/* And the worker deletes it. */
-	for (int t = 0; t < 200 && trash_holds(trash, "big."); t++)
+	for (int t = 0; t < 200 && testbed_dir_holds(trash, "big."); t++)
 		usleep(100000);
-	cr_assert_not(trash_holds(trash, "big."), "the trash never deleted the failed clone");
+	cr_assert_not(testbed_dir_holds(trash, "big."), "the trash never deleted the failed clone");
 	cr_assert_eq(tb_call(&tb, "Unmount", &rep, "{\"Name\":\"many\",\"ID\":\"c1\"}"), 0);
 }

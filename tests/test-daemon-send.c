@@ -11,16 +11,20 @@
  * nothing changed, nothing outside.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
+#include <linux/fs.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "stream/send-stream.h"
@@ -379,6 +383,140 @@ Test(daemon_send, a_receive_is_refused_while_in_use_and_a_killed_one_leaves_the_
 	cr_assert_eq(receive_from(incr, "dst", NULL), 0, "%s", err);
 	snapdata("src", "s2", s, sizeof(s));
 	compare(s, dst, "after the restart");
+}
+
+/* ---- a kill inside the receive's snapshot ---- */
+
+static bool log_says(const char *what)
+{
+	char *log = testbed_log_text(&tb);
+	bool found = log && strstr(log, what);
+
+	free(log);
+	return found;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * The commit of an incremental receive hands the previous state to the trash,
+ * then freezes the partition for the stream's snapshot: the trash worker
+ * deletes beside that freeze. Killed there without a guardian (PID 1 of a
+ * plugin), the daemon must exit. It did not when the worker's unlink waited
+ * inside the kernel on the frozen partition (D state: the kill cannot end
+ * it), so nothing could restart the daemon and thaw the partition, and the
+ * next receive hung (crashpoints recvincr/ioctl#6 and #7, RESULTS §9b).
+ * The trash is held busy (paused after a decoy's deletion) until the freeze
+ * is in place, and the freeze is held long: no race to win.
+ */
+Test(daemon_send, a_kill_inside_the_receives_snapshot_while_the_trash_deletes_lets_the_daemon_exit)
+{
+	const char *const hold_env[] = { "NVMEVOL_SELFTEST=off", "NVMEVOL_TEST_FREEZE_NO_GUARDIAN=1",
+					 "NVMEVOL_TEST_FREEZE_HOLD_MS=30000", "NVMEVOL_CLONE_FREEZE_BUDGET_MS=60000",
+					 "NVMEVOL_TEST_CLONE_WRITEBACK_WAIT_MS=0", "NVMEVOL_TEST_TRASH_PAUSE_MS=6000", NULL };
+	char full[600], incr[600], s[700], dst[512], trash[600], mp[512], sock[400], waits[512] = "";
+	double t_decoy, t_frozen = 0;
+	bool exited = false, frozen = false;
+	int st = 0, fd;
+	pid_t pid;
+
+	if (!NVMEVOL_TEST_HOOKS)
+		cr_skip_test("needs a build with -Dtest_hooks=true (NVMEVOL_TEST_FREEZE_HOLD_MS, NVMEVOL_TEST_TRASH_PAUSE_MS)");
+	prepare(full, incr, sizeof(full));
+	cr_assert_eq(receive_from(full, "dst", NULL), 0, "%s", err);
+	testbed_volume_dir(&tb, 0, "dst", dst, sizeof(dst));
+	snprintf(trash, sizeof(trash), "%s/../../trash", dst);
+	testbed_part_mountpoint(&tb, 0, mp, sizeof(mp));
+	testbed_stop(&tb, SIGTERM);
+	testbed_start_or_fail(&tb, hold_env);
+
+	/* The worker deletes the decoy, then pauses 6 s: the previous state waits in the trash until then. */
+	create_volume("decoy", "");
+	cr_assert_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"decoy\"}"), 0, "%s", client_err(&rep));
+	t_decoy = now_s();
+	snprintf(sock, sizeof(sock), "%s/nvmevol-admin.sock", tb.dir);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		int in = open(incr, O_RDONLY);
+
+		dup2(in, 0);
+		dup2(open("/dev/null", O_WRONLY), 1);
+		dup2(1, 2);
+		execl(bin(), bin(), "volume", "receive", "dst", "--socket", sock, (char *)NULL);
+		_exit(127);
+	}
+	while (now_s() - t_decoy < 60 && !frozen) {
+		frozen = log_says("test hook: frozen");
+		t_frozen = now_s();
+		if (!frozen)
+			usleep(20 * 1000);
+	}
+	cr_assert(frozen, "the receive's snapshot never froze the partition");
+	cr_assert_lt(t_frozen - t_decoy, 5.0, "the freeze came %.1f s after the decoy, past the trash's pause: the "
+		     "worker was not held off until it", t_frozen - t_decoy);
+	/* The worker is back at work (7 s after the decoy), on the frozen partition. */
+	while (now_s() - t_decoy < 7.5)
+		usleep(50 * 1000);
+	cr_assert(testbed_dir_holds(trash, "receive-"), "the previous state left the trash before the kill");
+
+	kill(tb.pid, SIGKILL);
+	for (int i = 0; i < 500 && !exited; i++) {
+		exited = waitpid(tb.pid, &st, WNOHANG) == tb.pid;
+		if (!exited)
+			usleep(10 * 1000);
+	}
+	if (!exited) {
+		/* Main's daemon: a thread waits on the frozen partition (percpu_rwsem_wait). Thaw it, or nothing ends. */
+		char tasks[64], path[400], w[64];
+		struct dirent *de;
+		DIR *d;
+
+		snprintf(tasks, sizeof(tasks), "/proc/%d/task", (int)tb.pid);
+		d = opendir(tasks);
+		while (d && (de = readdir(d)))
+			if (de->d_name[0] != '.') {
+				FILE *f;
+
+				snprintf(path, sizeof(path), "%s/%s/wchan", tasks, de->d_name);
+				f = fopen(path, "re");
+				if (f && fgets(w, sizeof(w), f) && strlen(waits) + strlen(w) + 2 < sizeof(waits)) {
+					strcat(waits, " ");
+					strcat(waits, w);
+				}
+				if (f)
+					fclose(f);
+			}
+		if (d)
+			closedir(d);
+		fd = open(mp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd >= 0) {
+			(void)ioctl(fd, FITHAW, 0);
+			close(fd);
+		}
+		waitpid(tb.pid, &st, 0);
+	}
+	tb.pid = -1;
+	waitpid(pid, NULL, 0);
+	cr_assert(exited, "the daemon killed inside the receive's freeze did not exit within 5 s: a thread of it "
+		  "waited on the frozen partition, so no restart could thaw it (its threads waited in:%s)", waits);
+	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the daemon ended with status %#x", st);
+
+	/* The restart thaws, the trash finishes, and the next receive ends with the stream's state. */
+	testbed_start_or_fail(&tb, ENV);
+	cr_assert(log_says("was frozen by nvmevol"), "the start-up thaw is not in the log");
+	cr_assert_eq(receive_from(incr, "dst", NULL), 0, "%s", err);
+	snapdata("src", "s2", s, sizeof(s));
+	compare(s, dst, "the receive after the restart");
+	for (int i = 0; i < 100 && testbed_dir_holds(trash, "receive-"); i++)
+		usleep(100 * 1000);
+	cr_assert_not(testbed_dir_holds(trash, "receive-"), "the trash never deleted the previous states");
 }
 
 /* ---- hostile streams ---- */

@@ -35,6 +35,17 @@ static pthread_mutex_t active_lock = PTHREAD_MUTEX_INITIALIZER;
 static int active_fd = -EBADF;
 static atomic_bool aborted;
 
+/*
+ * The gate of this process's own writers that run beside a freeze (the trash):
+ * each write passes it (freeze_writes_enter()), and a freeze holds it from
+ * before FIFREEZE until after FITHAW. A thread that waits here ends with a
+ * SIGKILL; one that waits inside the kernel on the frozen filesystem does not
+ * (D state until the thaw) and keeps the whole killed process from exiting,
+ * so no restart could thaw it. Writer-preferring: a busy trash cannot hold a
+ * freeze off for more than the write it is in.
+ */
+static pthread_rwlock_t writes_gate = PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+
 #define BOOT_ID_PATH "/proc/sys/kernel/random/boot_id"
 #define MARKER_SIZE_MAX 256
 
@@ -180,6 +191,37 @@ bool freeze_aborted(void)
 	return atomic_load(&aborted);
 }
 
+/*
+ * Waits for the gate's write in progress, at most FREEZE_GATE_WAIT_MS: one that
+ * does not end waits on a filesystem someone else froze (FIFREEZE would be
+ * refused with EBUSY as well).
+ */
+static int gate_close(void)
+{
+	struct timespec until;
+	int r;
+
+	clock_gettime(CLOCK_MONOTONIC, &until);
+	until.tv_sec += FREEZE_GATE_WAIT_MS / 1000;
+	r = pthread_rwlock_clockwrlock(&writes_gate, CLOCK_MONOTONIC, &until);
+	if (r == ETIMEDOUT) {
+		log_warning("a write of the trash did not end in %d s (a partition frozen by someone else?): no freeze "
+			    "until it does", FREEZE_GATE_WAIT_MS / 1000);
+		return -EBUSY;
+	}
+	return -r;
+}
+
+void freeze_writes_enter(void)
+{
+	(void)pthread_rwlock_rdlock(&writes_gate);
+}
+
+void freeze_writes_leave(void)
+{
+	(void)pthread_rwlock_unlock(&writes_gate);
+}
+
 static bool set_active(int fd)
 {
 	bool ok;
@@ -197,6 +239,7 @@ int freeze_begin(Freeze *f, int fs_fd, const FreezeMarker *marker, unsigned budg
 	int pfd[2]; /* [0] the guardian's end, [1] ours */
 	pid_t pid;
 	uint64_t t0;
+	bool gated = false;
 	int r;
 
 	*f = (Freeze){ .fs_fd = fs_fd, .guard_fd = -EBADF, .guardian = -1, .marker_fd = -EBADF };
@@ -226,6 +269,11 @@ int freeze_begin(Freeze *f, int fs_fd, const FreezeMarker *marker, unsigned budg
 		r = negative_errno();
 		goto fail_unlock;
 	}
+	/* The trash's write in progress ends, its next one waits: none of ours waits on the frozen filesystem. */
+	r = gate_close();
+	if (r < 0)
+		goto fail_unlock;
+	gated = true;
 	t0 = freeze_now_us();
 	if (guardian_wanted()) {
 		pid = _Fork();
@@ -258,6 +306,8 @@ int freeze_begin(Freeze *f, int fs_fd, const FreezeMarker *marker, unsigned budg
 	return 0;
 
 fail_unlock:
+	if (gated)
+		(void)pthread_rwlock_unlock(&writes_gate);
 	if (f->marker_fd >= 0)
 		marker_remove(f->marker_fd, f->marker_name);
 	(void)set_active(-EBADF);
@@ -301,6 +351,7 @@ int freeze_end(Freeze *f, uint64_t *ret_frozen_us)
 	f->active = false;
 	f->guard_fd = -EBADF;
 	f->guardian = -1;
+	(void)pthread_rwlock_unlock(&writes_gate);
 	pthread_mutex_unlock(&freeze_lock);
 	return r;
 }

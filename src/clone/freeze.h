@@ -80,6 +80,20 @@ void freeze_abort_all(void);
 bool freeze_aborted(void);
 
 /*
+ * Around each write of a thread of this process that may run while another
+ * thread holds a freeze (the trash worker): waits while a freeze is held.
+ * Such a write would otherwise wait inside the kernel, where a SIGKILL does
+ * not end it, and a daemon killed inside its freeze (no guardian left, as PID
+ * 1 of a plugin) could never exit: no restart, no start-up thaw, every
+ * request and the next receive hanging. Never call it while holding a freeze.
+ * A write that waits on someone else's freeze holds freezes off: after
+ * FREEZE_GATE_WAIT_MS, freeze_begin() answers -EBUSY (as FIFREEZE would).
+ */
+#define FREEZE_GATE_WAIT_MS 2000 /* a freeze_begin() waits that long for such a write, then answers -EBUSY */
+void freeze_writes_enter(void);
+void freeze_writes_leave(void);
+
+/*
  * At attach, before anything is written to the filesystem of @fs_fd: thaws it
  * if @marker says nvmevol froze it in this boot (1: it was frozen; 0: it was
  * not), and removes the marker (one of an earlier boot is removed unread).

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clone/freeze.h"
 #include "pool/trash.h"
 #include "util/errmsg.h"
 #include "util/fs-util.h"
@@ -55,6 +56,9 @@ int trash_move_in(PartitionFs *fs, int from_fd, const char *name, char ret_entry
 	return 0;
 }
 
+/* The trash deletes beside freezes of its partition: it waits between its writes, never inside one (freeze.h). */
+static const RmRfGate freeze_gate = { .enter = freeze_writes_enter, .leave = freeze_writes_leave };
+
 static void job_free(TrashJob *j)
 {
 	partition_fs_put(j->fs);
@@ -81,13 +85,15 @@ static void *worker(void *arg)
 		t->busy = true;
 		pthread_mutex_unlock(&t->lock);
 
-		r = rm_rf_at(j->fs->trash_fd, j->entry);
+		r = rm_rf_at_gated(j->fs->trash_fd, j->entry, &freeze_gate);
 		if (r < 0)
 			log_warning_errno(r, "partition %s: deleting trash/%s failed; retried at the next start", j->uuid,
 					  j->entry);
 		else
 			log_debug("partition %s: trash/%s deleted", j->uuid, j->entry);
+		freeze_writes_enter();
 		(void)fsync(j->fs->trash_fd);
+		freeze_writes_leave();
 		job_free(j);
 #if defined(NVMEVOL_TEST_HOOKS) && NVMEVOL_TEST_HOOKS
 		{

@@ -539,7 +539,19 @@ static int rm_rf_entry(RmRf *s, const char *name)
 	return rm_rf_push(s, subfd, fm.ino, name);
 }
 
-int rm_rf_children(int dirfd)
+static void gate_enter(const RmRfGate *gate)
+{
+	if (gate)
+		gate->enter();
+}
+
+static void gate_leave(const RmRfGate *gate)
+{
+	if (gate)
+		gate->leave();
+}
+
+static int rm_rf_children_gated(int dirfd, const RmRfGate *gate)
 {
 	RmRf s = { .r = 0 };
 	struct stat st;
@@ -564,16 +576,20 @@ int rm_rf_children(int dirfd)
 	for (;;) {
 		struct dirent *de;
 
+		gate_enter(gate);
 		errno = 0;
 		de = readdir(*rm_rf_slot(&s, s.depth));
 		if (!de) {
 			if (errno != 0)
 				rm_rf_fail(&s, negative_errno());
-			if (s.depth == 0)
+			if (s.depth == 0) {
+				gate_leave(gate);
 				break;
+			}
 			r = rm_rf_pop(&s);
 		} else if (!streq(de->d_name, ".") && !streq(de->d_name, ".."))
 			r = rm_rf_entry(&s, de->d_name);
+		gate_leave(gate);
 		if (r < 0)
 			break;
 	}
@@ -585,7 +601,17 @@ int rm_rf_children(int dirfd)
 	return r < 0 ? r : s.r;
 }
 
+int rm_rf_children(int dirfd)
+{
+	return rm_rf_children_gated(dirfd, NULL);
+}
+
 int rm_rf_at(int dirfd, const char *name)
+{
+	return rm_rf_at_gated(dirfd, name, NULL);
+}
+
+int rm_rf_at_gated(int dirfd, const char *name, const RmRfGate *gate)
 {
 	_cleanup_close_ int fd = -EBADF;
 	FileMount parent, fm;
@@ -598,8 +624,12 @@ int rm_rf_at(int dirfd, const char *name)
 	if (fd < 0) {
 		if (errno == ENOENT)
 			return 0;
-		if (errno == ENOTDIR || errno == ELOOP)
-			return unlinkat(dirfd, name, 0) < 0 ? negative_errno() : 0;
+		if (errno == ENOTDIR || errno == ELOOP) {
+			gate_enter(gate);
+			r = unlinkat(dirfd, name, 0) < 0 ? negative_errno() : 0;
+			gate_leave(gate);
+			return r;
+		}
 		return negative_errno();
 	}
 	r = file_mount_of(fd, &fm);
@@ -607,12 +637,13 @@ int rm_rf_at(int dirfd, const char *name)
 		return r;
 	if (!file_mount_same(&fm, &parent))
 		return -EXDEV;
-	r = rm_rf_children(fd);
+	r = rm_rf_children_gated(fd, gate);
 	if (r < 0)
 		return r;
-	if (unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-		return negative_errno();
-	return 0;
+	gate_enter(gate);
+	r = unlinkat(dirfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT ? negative_errno() : 0;
+	gate_leave(gate);
+	return r;
 }
 
 int remove_atomic_tmp_files(int dirfd)

@@ -81,5 +81,14 @@ int rm_rf_children(int dirfd);
 /* rm_rf_children() of @name, then the directory itself. -ENOENT is success. */
 int rm_rf_at(int dirfd, const char *name);
 
+/* What rm_rf_at_gated() calls around each step (one entry read and unlinked, or a directory removed). */
+typedef struct RmRfGate {
+	void (*enter)(void);
+	void (*leave)(void);
+} RmRfGate;
+
+/* rm_rf_at() with @gate (NULL: none) around each of its writes, so that another thread can hold them off. */
+int rm_rf_at_gated(int dirfd, const char *name, const RmRfGate *gate);
+
 /* Removes leftover atomic-write temp files in @dirfd. Returns how many. */
 int remove_atomic_tmp_files(int dirfd);

@@ -424,6 +424,19 @@ int testbed_count_entries(const char *path)
 	return n;
 }
 
+bool testbed_dir_holds(const char *path, const char *prefix)
+{
+	struct dirent *de;
+	bool found = false;
+	DIR *d = opendir(path);
+
+	cr_assert_not_null(d, "%s: %s", path, strerror(errno));
+	while ((de = readdir(d)) && !found)
+		found = strncmp(de->d_name, prefix, strlen(prefix)) == 0;
+	closedir(d);
+	return found;
+}
+
 char *testbed_log_text(const Testbed *tb)
 {
 	FILE *f = fopen(tb->log, "r");

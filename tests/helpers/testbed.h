@@ -118,6 +118,9 @@ int testbed_shell(const Testbed *tb, const char *args, const char *in, const cha
 /* The number of entries of directory @path but "." and ".."; a failed assertion if it cannot be read. */
 int testbed_count_entries(const char *path);
 
+/* Whether directory @path has an entry whose name starts with @prefix; a failed assertion if it cannot be read. */
+bool testbed_dir_holds(const char *path, const char *prefix);
+
 /* The whole daemon log (malloc'd, NUL-terminated); a failed assertion if it cannot be read. */
 char *testbed_log_text(const Testbed *tb);
 

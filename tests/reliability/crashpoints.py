@@ -162,8 +162,11 @@ def command(tb, args, stdin=None, timeout=COMMAND_TIMEOUT, admin=None):
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        # Where it waits, and where the daemon's threads are: the violation says it.
+        # Where it waits, and where the daemon's threads are: the violation says it, the log has the stacks.
         where = "command: %s; daemon: %s" % (waits(p.pid), waits(tb.pid) if tb.alive() else "not running")
+        log("`nvmevol %s` did not end: kernel stacks\n  command %d:\n%s\n  daemon %s:\n%s\n  daemon log:\n%s" %
+            (" ".join(args[:3]), p.pid, stacks(p.pid), tb.pid, stacks(tb.pid) if tb.alive() else "not running",
+             tb.log_tail(15)))
         p.kill()
         p.communicate()
         raise TimeoutError("`nvmevol %s` did not end in %.0f s (%s)" % (" ".join(args[:3]), timeout, where))
@@ -180,6 +183,36 @@ def waits(pid):
             continue
         seen[w] = seen.get(w, 0) + 1
     return ", ".join("%s x%d" % kv for kv in sorted(seen.items())) or "?"
+
+
+def stacks(pid):
+    """Each thread's kernel stack (as root), its name and wchan first: where a hang waits, and on what."""
+    out = []
+    for t in sorted(os.listdir("/proc/%d/task" % pid)) if os.path.isdir("/proc/%d/task" % pid) else []:
+        d = "/proc/%d/task/%s/" % (pid, t)
+        try:
+            name = open(d + "comm").read().strip()
+            st = open(d + "stack").read().strip().replace("\n", "\n      ")
+        except OSError:
+            continue
+        out.append("    %s %s:\n      %s" % (t, name, st or "(running)"))
+    return "\n".join(out) or "    ?"
+
+
+def killed_daemon_stuck(tb):
+    """SIGKILL; None when the daemon is gone within 10 s, else where its threads wait. A thread waiting inside
+    the kernel on a partition it had frozen keeps a killed process from exiting: the partitions are then
+    thawed by hand, so that it ends."""
+    tb.proc.send_signal(signal.SIGKILL)
+    try:
+        tb.proc.wait(timeout=10)
+        return None
+    except subprocess.TimeoutExpired:
+        where = waits(tb.pid)
+        log("the killed daemon did not exit: kernel stacks\n%s" % stacks(tb.pid))
+        for root in tb.fs_roots():
+            subprocess.run(["fsfreeze", "--unfreeze", root], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return where
 
 
 def command_ok(tb, args, stdin=None, admin=None):
@@ -675,6 +708,10 @@ def main():
                 elif rc is not None:
                     reached += 1
                 # rc None and answered: this run made fewer calls than the count, the point was not reached
+                stuck = killed_daemon_stuck(tb) if rc is None else None
+                if stuck:
+                    chk.bad("%s: the killed daemon did not exit in 10 s (its threads wait in: %s): one waited on "
+                            "the partition it had frozen; thawed by hand" % (label, stuck))
                 tb.kill()  # reaps the killed daemon, or kills one the point did not reach
                 tb.start()
                 if args.sabotage == "data" and tb.volume_dir(NAME) and data:
