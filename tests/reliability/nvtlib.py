@@ -844,12 +844,17 @@ def leftovers(tb):
     return found
 
 
-def trash_entries(tb):
+def entries_in(tb, sub):
+    """["nvmevol/SUB/NAME"] of what is in nvmevol/@sub/ on every partition."""
     out = []
     for r in tb.fs_roots():
-        d = os.path.join(r, "nvmevol", "trash")
-        out += ["nvmevol/trash/" + fn for fn in (os.listdir(d) if os.path.isdir(d) else [])]
+        d = os.path.join(r, "nvmevol", sub)
+        out += ["nvmevol/%s/%s" % (sub, fn) for fn in (os.listdir(d) if os.path.isdir(d) else [])]
     return out
+
+
+def trash_entries(tb):
+    return entries_in(tb, "trash")
 
 
 def consistency_problems(tb, v, owner=None):
@@ -1015,11 +1020,7 @@ def snapshot_dirs(tb, name):
 
 def import_leftovers(tb):
     """What is in nvmevol/imports/ on any partition (an import's or a full receive's pending directory)."""
-    out = []
-    for r in tb.fs_roots():
-        d = os.path.join(r, "nvmevol", "imports")
-        out += ["nvmevol/imports/" + fn for fn in (os.listdir(d) if os.path.isdir(d) else [])]
-    return out
+    return entries_in(tb, "imports")
 
 
 def partition_of(tb, name):
@@ -1042,6 +1043,17 @@ def remove_fully(tb, name):
     tb.ok("/VolumeDriver.Remove", {"Name": name})
 
 
+def volume_with_files(tb, name, opts, files):
+    """Creates volume @name with @files {relative path: content}; returns its directory."""
+    tb.ok("/VolumeDriver.Create", {"Name": name, "Opts": opts})
+    d = tb.volume_dir(name)
+    for rel, content in files.items():
+        os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
+        with open(os.path.join(d, rel), "wb") as f:
+            f.write(content)
+    return d
+
+
 class Streams:
     """A full send stream (snapshot r1 of a source volume) and an incremental one (r2 since r1) in files,
     and the files each snapshot holds; made once by make_streams()."""
@@ -1052,12 +1064,7 @@ class Streams:
 def make_streams(tb, source, opts):
     """Creates volume @source with a small tree, snapshots r1 and r2 of it (a file changed, one deleted,
     one made between them) and sends both into files under @tb's base: fills Streams."""
-    tb.ok("/VolumeDriver.Create", {"Name": source, "Opts": opts})
-    d = tb.volume_dir(source)
-    os.makedirs(os.path.join(d, "sub"))
-    for rel, content in (("data.bin", b"first\n" * 2000), ("sub/a", b"a"), ("gone", b"deleted in r2")):
-        with open(os.path.join(d, rel), "wb") as f:
-            f.write(content)
+    d = volume_with_files(tb, source, opts, {"data.bin": b"first\n" * 2000, "sub/a": b"a", "gone": b"deleted in r2"})
     command_ok(tb, ["volume", "snapshot", source, "r1"])
     with open(os.path.join(d, "data.bin"), "r+b") as f:
         f.write(b"SECOND")
@@ -1089,12 +1096,7 @@ class Archive:
 def make_archive(tb, source, opts):
     """Creates volume @source with a small tree, exports it into a file under @tb's base and removes it
     again: fills Archive (what a `volume import` of it must give)."""
-    tb.ok("/VolumeDriver.Create", {"Name": source, "Opts": opts})
-    d = tb.volume_dir(source)
-    os.makedirs(os.path.join(d, "sub"))
-    for rel, content in (("data.bin", b"archived\n" * 3000), ("sub/a", b"a"), ("sub/empty", b"")):
-        with open(os.path.join(d, rel), "wb") as f:
-            f.write(content)
+    d = volume_with_files(tb, source, opts, {"data.bin": b"archived\n" * 3000, "sub/a": b"a", "sub/empty": b""})
     Archive.path = os.path.join(tb.base, "volume.tar")
     with open(Archive.path, "wb") as f:
         rc, _, err = command(tb, ["volume", "export", source], stdout=f)
