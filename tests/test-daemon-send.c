@@ -381,6 +381,44 @@ Test(daemon_send, a_receive_is_refused_while_in_use_and_a_killed_one_leaves_the_
 	compare(s, dst, "after the restart");
 }
 
+/*
+ * A receive is its state and its snapshot (the base of the next stream), or nothing: when the snapshot
+ * cannot be taken after the commit (here a leftover where it goes: a file at nvmevol/snapshots/dst for
+ * the full stream, a directory data/s2 without a record for the incremental one), the volume a full
+ * stream made is removed again and an incremental one's previous state is put back, with an Err that
+ * says nothing was changed. (Before: the volume stayed, created or updated, without its snapshot.)
+ */
+Test(daemon_send, a_receive_whose_snapshot_cannot_be_taken_changes_nothing)
+{
+	char full[600], incr[600], s[700], dst[512], mp[400], p[800];
+	int fd;
+
+	prepare(full, incr, sizeof(full));
+	testbed_part_mountpoint(&tb, 0, mp, sizeof(mp));
+	snprintf(p, sizeof(p), "%s/nvmevol/snapshots/dst", mp);
+	fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0, "%s: %s", p, strerror(errno));
+	close(fd);
+	cr_assert_eq(receive_from(full, "dst", NULL), 1, "%s", err);
+	cr_assert(strstr(err, "nothing was changed"), "%s", err);
+	cr_assert_neq(tb_call(&tb, "Get", &rep, "{\"Name\":\"dst\"}"), 0, "the full receive left volume dst");
+	cr_assert_eq(unlink(p), 0);
+
+	cr_assert_eq(receive_from(full, "dst", NULL), 0, "%s", err);
+	snprintf(p, sizeof(p), "%s/nvmevol/snapshots/dst/data/s2", mp);
+	cr_assert_eq(mkdir(p, 0700), 0, "%s: %s", p, strerror(errno));
+	cr_assert_eq(receive_from(incr, "dst", NULL), 1, "%s", err);
+	cr_assert(strstr(err, "nothing was changed"), "%s", err);
+	testbed_volume_dir(&tb, 0, "dst", dst, sizeof(dst));
+	snapdata("src", "s1", s, sizeof(s));
+	compare(s, dst, "after an incremental receive whose snapshot failed");
+	cr_assert_eq(rmdir(p), 0);
+	/* Nothing else stayed in the way: the same stream goes in now. */
+	cr_assert_eq(receive_from(incr, "dst", NULL), 0, "%s", err);
+	snapdata("src", "s2", s, sizeof(s));
+	compare(s, dst, "the incremental receive again");
+}
+
 /* ---- hostile streams ---- */
 
 typedef struct Stream {

@@ -27,6 +27,14 @@ either unfenced and serves a Mount, or fenced and refuses it naming the other no
 stale data served); the other node's copy is absent or whole; then the move run again finishes
 (continuing from what the other node holds) and leaves the source fenced and the copy served.
 
+--ops import,export (a run of its own) kill the daemon at every mutating syscall it makes while
+`nvmevol volume import` makes a new volume from an archive (made once by `volume export`) and while
+`volume export` writes an idle volume (its temporary snapshot, the bind, the close). After the
+restart an imported volume is absent or holds the archive's files, nothing is left in
+nvmevol/imports/ (start-up deletes a killed import's directory) and no snapshot is there; an
+exported volume is unchanged and its temporary snapshot is neither listed nor on disk (start-up
+deletes it: `temporary` in its record); an export that exited 0 wrote the whole volume.
+
 For each operation: count its syscalls once (strace -c), then for each syscall s
 and each n <= count, bring the volume to the operation's precondition through
 the API and write fresh data into it, attach strace with the injection, send the

@@ -221,6 +221,7 @@ class Report:
         self.bad_points = set()
         self.failed_now = "(before the injection)"   # the call(s) failed in the run being checked
         self.sanitizer_seen = 0
+        self.degraded = 0         # admin points right after which a rescan listed the partition as missing
         self.rolled_forward = 0   # admin points whose Err said the next start finishes the operation
 
     def bad(self, label, problem, kind=None):
@@ -266,7 +267,7 @@ def hard_reset(tb):
                     key=lambda m: -len(m["target"])):
         subprocess.run(["umount", "-l", m["target"]], stderr=subprocess.DEVNULL)
     for root in tb.fs_roots():
-        for sub in ("volumes", "meta", "trash", "quarantine"):
+        for sub in ("volumes", "meta", "trash", "quarantine", "snapshots", "imports"):
             wipe_children(os.path.join(root, "nvmevol", sub))
     for sub in ("index", "mounts"):
         wipe_children(os.path.join(tb.state, sub))
@@ -756,6 +757,8 @@ def admin_run(tb, op):
     else:
         st, j = tb.admin_call("/Admin.PartitionEvacuate", {"Partition": partition_of(tb, name)}, timeout=60)
     ok = st == 200 and isinstance(j, dict) and not j.get("Err")
+    if op == "evacuate":   # answered 200 either way: the volume is listed as moved, or refused with why
+        ok = ok and name in [x.get("name") if isinstance(x, dict) else x for x in j.get("moved", [])]
     return ok, "%s %s" % (st, short(j))
 
 
@@ -811,7 +814,18 @@ def check_admin_world(tb, rep, label, op, ok, before, want, answer, when):
     name = ADMIN_OPS[op][0]
     now = AdminState(tb, name)
     for p in consistency_problems(tb, now.view, OWNER):
+        if when == "right away" and p == "Status state partition-missing" and "/dev/" in rep.failed_now:
+            # The same call failed in a rescan's probe of the devices (when=N counts per thread): the
+            # partition is listed as missing until it is seen again, the documented degraded mode.
+            rep.degraded += 1
+            continue
         rep.bad(label, "%s: %s" % (when, p))
+    # Nothing of the volume's on a partition it is not on (a refused evacuation's stage, its snapshots).
+    for r in tb.fs_roots():
+        if now.view.present and partition_of(tb, name) != os.path.basename(r) and \
+                os.path.lexists(os.path.join(r, "nvmevol", "snapshots", name)):
+            rep.bad(label, "%s: nvmevol/snapshots/%s left on partition %s, which does not hold the volume" %
+                    (when, name, os.path.basename(r)))
     if ok:
         for p in admin_took_effect(tb, op, before, now, want, answer):
             rep.bad(label, "%s: %s" % (when, p))
@@ -1300,6 +1314,9 @@ def main():
     if rep.rolled_forward:
         print("  (%d snapshot removals answered an Err past their commit point, saying that the next start "
               "finishes them; it did)" % rep.rolled_forward)
+    if rep.degraded:
+        print("  (%d admin points failed a rescan's probe of the devices too: the partition listed as missing right "
+              "away, the documented degraded mode; accepted, and whole after the restart)" % rep.degraded)
     if degraded:
         print("  (%d start-up points served with the partition not attached or a record unreadable: volumes "
               "listed as partition-missing or record-unreadable, the documented degraded modes; accepted)" % degraded)

@@ -57,6 +57,7 @@ if [ "$MODE" = soak ]; then
 		"crashpoints|ok|$HERE/crashpoints.py"
 		"crashpoints-move|ok|$HERE/crashpoints.py --ops recvfull,recvincr,move"
 		"crashpoints-evacuate|ok|$HERE/crashpoints.py --ops fence,evacuate,evacuatelive,evacuatefinal,evacuatesnap"
+		"crashpoints-import|ok|$HERE/crashpoints.py --ops import,export"
 		"errinject|ok|$HERE/errinject.py"
 		"errinject-sabotage|ok|$HERE/errinject.py --sabotage --max-points 10"
 		"errinject-asan|ok|$HERE/errinject.py --binary $NVMEVOL_ASAN_BINARY"
