@@ -427,6 +427,49 @@ Test(daemon_evacuate, evacuate_refuses_bad_targets)
 	cr_assert(strstr(out, "fenced volume"), "%s", out);
 }
 
+/*
+ * A switch that fails after its mark (here T's record cannot be written: T's nvmevol/meta/ is
+ * immutable, chattr +i, which nothing before the switch writes to) is undone: the volume stays served from P, and neither its
+ * record nor its index entry keeps the mark (before: the index entry was put back from the volume
+ * while it still had the mark, so it named an evacuation that never happened, across restarts).
+ */
+Test(daemon_evacuate, a_switch_that_fails_leaves_no_mark_in_the_record_or_the_index)
+{
+	const char *u0 = tb.parts[0].uuid;
+	char mp[400], p[800], buf[4096];
+	FILE *f;
+	size_t n;
+	int rc;
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"undone\",\"Opts\":{\"partition\":\"%s\"}}", u0), 0, "%s",
+		     client_err(&rep));
+	testbed_part_mountpoint(&tb, 1, mp, sizeof(mp));
+	snprintf(p, sizeof(p), "%s/nvmevol/meta", mp);
+	cr_assert_eq(RUN("chattr", "+i", p), 0);
+	rc = ADMIN("partition", "evacuate", u0);
+	cr_assert_eq(RUN("chattr", "-i", p), 0);
+	cr_assert_eq(rc, 1, "%s %s", out, err);
+	cr_assert(strstr(out, "cannot write the record"), "%s", out);
+	cr_assert(strstr(out, "undone"), "%s", out);
+	cr_assert_str_eq(volume_partition("undone"), u0);
+	snprintf(p, sizeof(p), "%s/index/undone.json", tb.state);
+	f = fopen(p, "r");
+	cr_assert_not_null(f, "%s: %s", p, strerror(errno));
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	cr_assert_null(strstr(buf, "evacuating_to"), "the index entry keeps the mark of the undone switch: %s", buf);
+	testbed_part_mountpoint(&tb, 0, mp, sizeof(mp));
+	snprintf(p, sizeof(p), "%s/nvmevol/meta/undone.json", mp);
+	f = fopen(p, "r");
+	cr_assert_not_null(f, "%s: %s", p, strerror(errno));
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	cr_assert_null(strstr(buf, "evacuating_to"), "the record keeps the mark of the undone switch: %s", buf);
+	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"undone\",\"ID\":\"m1\"}"), 0, "%s", client_err(&rep));
+}
+
 /* ---- the real case: volumes in use and with snapshots, restarts in the middle ---- */
 
 /* A process that keeps writing into @dir: 64 small files rewritten in turn, and a log that grows. */

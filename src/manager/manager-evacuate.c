@@ -334,10 +334,14 @@ out:
 		p->st.n = 0; /* the stage went with it */
 	}
 	sizelimit_release(&m->projids, p->to, p->tfs, nv->projid);
-	if (indexed && store_save_index(m->store, v, VOLUME_INDEX_COMMITTED) < 0)
-		log_error("volume %s: cannot put its index entry back (start-up does)", v->name);
+	/*
+	 * The mark before the index entry: the entry is written from @v, so it would carry the mark otherwise
+	 * (and keep it, as start-up goes by the record). Either way the entry then says what the record says.
+	 */
 	if (marked && mark(m, v, e->sfs, "") < 0)
 		log_error("volume %s: cannot clear its evacuation mark (start-up does)", v->name);
+	if (indexed && store_save_index(m->store, v, VOLUME_INDEX_COMMITTED) < 0)
+		log_error("volume %s: cannot put its index entry back (start-up does)", v->name);
 	return r;
 }
 
