@@ -470,6 +470,38 @@ Test(daemon_evacuate, a_switch_that_fails_leaves_no_mark_in_the_record_or_the_in
 	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"undone\",\"ID\":\"m1\"}"), 0, "%s", client_err(&rep));
 }
 
+/*
+ * An empty nvmevol/snapshots/VOLUME on the target (what a snapshot that failed at its meta/ left
+ * before, found by errinject's evacuate/mkdirat#2 points) holds nothing: the evacuation removes it and
+ * goes on (before: refused, on every later try and across restarts). One with a record still refuses.
+ */
+Test(daemon_evacuate, an_empty_snapshots_directory_on_the_target_does_not_block_an_evacuation)
+{
+	const char *u0 = tb.parts[0].uuid, *u1 = tb.parts[1].uuid;
+	char mp[400], p[800];
+
+	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"left\",\"Opts\":{\"partition\":\"%s\"}}", u0), 0, "%s",
+		     client_err(&rep));
+	testbed_part_mountpoint(&tb, 1, mp, sizeof(mp));
+	snprintf(p, sizeof(p), "%s/nvmevol/snapshots/left", mp);
+	cr_assert_eq(mkdir(p, 0700), 0, "%s: %s", p, strerror(errno));
+	snprintf(p, sizeof(p), "%s/nvmevol/snapshots/left/meta", mp);
+	cr_assert_eq(mkdir(p, 0700), 0, "%s: %s", p, strerror(errno));
+	cr_assert_eq(ADMIN("partition", "evacuate", u0), 0, "%s %s", out, err);
+	cr_assert_str_eq(volume_partition("left"), u1);
+	/* Not empty: refused, and left alone. */
+	cr_assert_eq(ADMIN("partition", "uncordon", u0), 0, "%s", err);
+	testbed_part_mountpoint(&tb, 0, mp, sizeof(mp));
+	snprintf(p, sizeof(p), "%s/nvmevol/snapshots/left", mp);
+	cr_assert_eq(mkdir(p, 0700), 0, "%s: %s", p, strerror(errno));
+	snprintf(p, sizeof(p), "%s/nvmevol/snapshots/left/keep", mp);
+	cr_assert_eq(mkdir(p, 0700), 0, "%s: %s", p, strerror(errno));
+	cr_assert_eq(ADMIN("partition", "evacuate", u1), 1, "%s %s", out, err);
+	cr_assert(strstr(out, "has nvmevol/snapshots/left"), "%s", out);
+	cr_assert_eq(access(p, F_OK), 0, "the leftover with something in it was touched");
+	cr_assert_str_eq(volume_partition("left"), u1);
+}
+
 /* ---- the real case: volumes in use and with snapshots, restarts in the middle ---- */
 
 /* A process that keeps writing into @dir: 64 small files rewritten in turn, and a log that grows. */

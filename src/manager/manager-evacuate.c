@@ -353,11 +353,16 @@ typedef struct VolumeArgs {
 	char use[PATH_MAX + 128];
 } VolumeArgs;
 
-/* Whether T already has what this volume's snapshots would become: an Err (before anything is written). */
+/*
+ * Whether T already has what this volume's snapshots would become: an Err (before anything is written).
+ * An empty snapshots/VOLUME (with at most empty meta/ and data/: a snapshot that failed early) holds
+ * nothing of anyone's and is removed first.
+ */
 static int check_target_snapshots(EvacuatePass *p, char **reterr_msg)
 {
 	struct stat st;
 
+	snapstore_prune(p->tfs, p->name);
 	if (p->tfs->snapshots_fd >= 0 && fstatat(p->tfs->snapshots_fd, p->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
 		return errmsg_set(reterr_msg, -EEXIST, "partition %s has nvmevol/snapshots/%s, which no volume there "
 				  "accounts for (a leftover, or copied there by hand): move it away and evacuate again",
