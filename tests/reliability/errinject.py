@@ -109,6 +109,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -1212,6 +1213,16 @@ def run_startup(tb, rep, args, world, fresh, sab, chosen):
         each_point(rep, label, target, attempt)
 
 
+def clean_both_on_signal(tb, tb2):
+    """The second testbed took the signal handlers (each cleans only itself): a signal cleans both."""
+    def on_signal(sig, frame):
+        tb2.cleanup()
+        tb.cleanup()
+        os._exit(128 + sig)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--binary")
@@ -1263,6 +1274,7 @@ def main():
                     if op in TWO_PARTITION_OPS:
                         if tb2 is None:
                             tb2 = Testbed(nparts=2, tag="einj2", binary=args.binary, env={"NVMEVOL_SELFTEST": "off"})
+                            clean_both_on_signal(tb, tb2)
                             tb2.start_until_attached()
                         where = tb2
                     prepare_admin(where, [op])
