@@ -804,7 +804,7 @@ def admin_took_effect(tb, op, before, now, want, answer):
     return bad
 
 
-def admin_changed_nothing(op, before, now, answer):
+def admin_changed_nothing(before, now):
     """Why @op, which failed, changed something (empty: it did not). A failed rollback or receive
     leaves the previous state; a failed import or full receive leaves no volume."""
     b, a = before.essence(), now.essence()
@@ -831,7 +831,7 @@ def check_admin_world(tb, rep, label, op, ok, before, want, answer, when):
         for p in admin_took_effect(tb, op, before, now, want, answer):
             rep.bad(label, "%s: %s" % (when, p))
     else:
-        for what, how in admin_changed_nothing(op, before, now, answer):
+        for what, how in admin_changed_nothing(before, now):
             rep.bad(label, "%s: failed (%s) but %s changed: %s" % (when, answer[:200], what, how),
                     kind="%s: failed but %s changed" % (when, what))
         if op in ("export", "import", "recvfull", "recvincr") and not re.search(r"exit [12]: \S", answer):
