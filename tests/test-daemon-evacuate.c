@@ -433,12 +433,22 @@ Test(daemon_evacuate, evacuate_refuses_bad_targets)
  * record nor its index entry keeps the mark (before: the index entry was put back from the volume
  * while it still had the mark, so it named an evacuation that never happened, across restarts).
  */
+/* The text of file @path (a record, an index entry) into @buf. */
+static void read_text(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+	n = fread(buf, 1, len - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+}
+
 Test(daemon_evacuate, a_switch_that_fails_leaves_no_mark_in_the_record_or_the_index)
 {
 	const char *u0 = tb.parts[0].uuid;
 	char mp[400], p[800], buf[4096];
-	FILE *f;
-	size_t n;
 	int rc;
 
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"undone\",\"Opts\":{\"partition\":\"%s\"}}", u0), 0, "%s",
@@ -453,19 +463,11 @@ Test(daemon_evacuate, a_switch_that_fails_leaves_no_mark_in_the_record_or_the_in
 	cr_assert(strstr(out, "undone"), "%s", out);
 	cr_assert_str_eq(volume_partition("undone"), u0);
 	snprintf(p, sizeof(p), "%s/index/undone.json", tb.state);
-	f = fopen(p, "r");
-	cr_assert_not_null(f, "%s: %s", p, strerror(errno));
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
+	read_text(p, buf, sizeof(buf));
 	cr_assert_null(strstr(buf, "evacuating_to"), "the index entry keeps the mark of the undone switch: %s", buf);
 	testbed_part_mountpoint(&tb, 0, mp, sizeof(mp));
 	snprintf(p, sizeof(p), "%s/nvmevol/meta/undone.json", mp);
-	f = fopen(p, "r");
-	cr_assert_not_null(f, "%s: %s", p, strerror(errno));
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
+	read_text(p, buf, sizeof(buf));
 	cr_assert_null(strstr(buf, "evacuating_to"), "the record keeps the mark of the undone switch: %s", buf);
 	cr_assert_eq(tb_call(&tb, "Mount", &rep, "{\"Name\":\"undone\",\"ID\":\"m1\"}"), 0, "%s", client_err(&rep));
 }
@@ -475,27 +477,31 @@ Test(daemon_evacuate, a_switch_that_fails_leaves_no_mark_in_the_record_or_the_in
  * before, found by errinject's evacuate/mkdirat#2 points) holds nothing: the evacuation removes it and
  * goes on (before: refused, on every later try and across restarts). One with a record still refuses.
  */
+/* Partition @i's nvmevol/snapshots/left/@sub made by hand (its path in @p), as a leftover. */
+static void leftover_dir(int i, const char *sub, char *p, size_t len)
+{
+	char mp[400];
+
+	testbed_part_mountpoint(&tb, i, mp, sizeof(mp));
+	snprintf(p, len, "%s/nvmevol/snapshots/left", mp);
+	cr_assert_eq(mkdir(p, 0700), 0, "%s: %s", p, strerror(errno));
+	snprintf(p, len, "%s/nvmevol/snapshots/left/%s", mp, sub);
+	cr_assert_eq(mkdir(p, 0700), 0, "%s: %s", p, strerror(errno));
+}
+
 Test(daemon_evacuate, an_empty_snapshots_directory_on_the_target_does_not_block_an_evacuation)
 {
 	const char *u0 = tb.parts[0].uuid, *u1 = tb.parts[1].uuid;
-	char mp[400], p[800];
+	char p[800];
 
 	cr_assert_eq(tb_call(&tb, "Create", &rep, "{\"Name\":\"left\",\"Opts\":{\"partition\":\"%s\"}}", u0), 0, "%s",
 		     client_err(&rep));
-	testbed_part_mountpoint(&tb, 1, mp, sizeof(mp));
-	snprintf(p, sizeof(p), "%s/nvmevol/snapshots/left", mp);
-	cr_assert_eq(mkdir(p, 0700), 0, "%s: %s", p, strerror(errno));
-	snprintf(p, sizeof(p), "%s/nvmevol/snapshots/left/meta", mp);
-	cr_assert_eq(mkdir(p, 0700), 0, "%s: %s", p, strerror(errno));
+	leftover_dir(1, "meta", p, sizeof(p));
 	cr_assert_eq(ADMIN("partition", "evacuate", u0), 0, "%s %s", out, err);
 	cr_assert_str_eq(volume_partition("left"), u1);
 	/* Not empty: refused, and left alone. */
 	cr_assert_eq(ADMIN("partition", "uncordon", u0), 0, "%s", err);
-	testbed_part_mountpoint(&tb, 0, mp, sizeof(mp));
-	snprintf(p, sizeof(p), "%s/nvmevol/snapshots/left", mp);
-	cr_assert_eq(mkdir(p, 0700), 0, "%s: %s", p, strerror(errno));
-	snprintf(p, sizeof(p), "%s/nvmevol/snapshots/left/keep", mp);
-	cr_assert_eq(mkdir(p, 0700), 0, "%s: %s", p, strerror(errno));
+	leftover_dir(0, "keep", p, sizeof(p));
 	cr_assert_eq(ADMIN("partition", "evacuate", u1), 1, "%s %s", out, err);
 	cr_assert(strstr(out, "has nvmevol/snapshots/left"), "%s", out);
 	cr_assert_eq(access(p, F_OK), 0, "the leftover with something in it was touched");
