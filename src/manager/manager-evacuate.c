@@ -305,9 +305,12 @@ static int switch_over(Evacuation *e, Volume *v, EvacuatePass *p, bool direct, C
 		log_warning("volume %s: cannot mark its index entry committed; start-up does", v->name);
 	if (trash_move_in(e->sfs, e->sfs->volumes_fd, v->name, entry) == 0) { /* 6 */
 		(void)trash_enqueue(m->trash, e->sfs, e->sinfo.uuid, entry);
-		if (e->sfs->snapshots_fd >= 0)
-			evacuate_discard(m, e->sfs, e->sinfo.uuid, e->sfs->snapshots_fd, v->name);
-		if (store_delete_record(e->sfs, v->name) < 0)
+		/* The record (the mark start-up finishes from) goes only after the snapshots: else they would stay. */
+		if (e->sfs->snapshots_fd >= 0 &&
+		    evacuate_discard(m, e->sfs, e->sinfo.uuid, e->sfs->snapshots_fd, v->name) < 0)
+			log_warning("volume %s: cannot move its old snapshots on partition UUID %s to the trash; start-up "
+				    "does", v->name, e->sinfo.uuid);
+		else if (store_delete_record(e->sfs, v->name) < 0)
 			log_warning("volume %s: cannot delete its old record on partition UUID %s; start-up does", v->name,
 				    e->sinfo.uuid);
 	} else
@@ -584,9 +587,9 @@ static void finish(Manager *m, Volume *s)
 	if (fs && !fs->read_only) {
 		if (trash_move_in(fs, fs->volumes_fd, s->name, entry) == 0)
 			(void)trash_enqueue(m->trash, fs, info.uuid, entry);
-		if (fs->snapshots_fd >= 0)
-			evacuate_discard(m, fs, info.uuid, fs->snapshots_fd, s->name);
-		if (store_delete_record(fs, s->name) == 0) {
+		/* The record last, and only once the snapshots went: it is what brings this back at the next start. */
+		if ((fs->snapshots_fd < 0 || evacuate_discard(m, fs, info.uuid, fs->snapshots_fd, s->name) == 0) &&
+		    store_delete_record(fs, s->name) == 0) {
 			registry_write_lock(m->reg);
 			registry_remove_shadow_locked(m->reg, s);
 			registry_unlock(m->reg);

@@ -929,7 +929,12 @@ def run_admin_point(tb, rep, op, target, err):
             tb.kill()
             tb.start()
         else:
-            check_admin_world(tb, rep, label, op, ok, before, want, answer, "right away")
+            # An evacuation committed (answered success) whose clean-up of the old copy failed logs that start-up
+            # finishes it (documented): the old copy is a shadow until then; the restart below must finish it.
+            if op == "evacuate" and ok and "start-up does" in tb.log_tail(20):
+                rep.rolled_forward += 1
+            else:
+                check_admin_world(tb, rep, label, op, ok, before, want, answer, "right away")
             tb.stop()
             tb.start()
         if trash_entries(tb) and wait_trash_empty(tb, 3):
@@ -1163,7 +1168,7 @@ def run_startup(tb, rep, args, world, fresh, sab, chosen):
         rep.bad(part + "/clean", "a clean start does not repair the prepared world: %s" % p)
     tb.stop()
     pts = points_of(st.events(), full=not (args.quick or args.ci), reads=True)
-    pts = chosen(pts)
+    pts = chosen(pts, part)
     log("%s: %d points" % (part, len(pts)))
     for err, target in pts:
         label = "%s/%s#%d/%s" % (part, target["name"], target["seq"], err)
@@ -1234,6 +1239,8 @@ def main():
                     help="run this many points per operation and start-up variant, drawn at random (one syscall "
                          "after the other) from all of them (0 = all)")
     ap.add_argument("--seed", type=int, default=None, help="the draw's seed (default: a new one, printed)")
+    ap.add_argument("--match", default=None,
+                    help="only the points whose label (OP/SYSCALL#N/ERRNO, as printed) matches this regular expression")
     ap.add_argument("--no-startup", action="store_true")
     ap.add_argument("--only-startup", action="store_true")
     ap.add_argument("--max-points", type=int, default=0, help="at most this many points per part (0 = all)")
@@ -1255,7 +1262,9 @@ def main():
     if args.sample:
         log("sampling %d points per operation, seed %d (--seed %d draws the same points)" % (args.sample, seed, seed))
 
-    def chosen(pts):
+    def chosen(pts, op):
+        if args.match:
+            pts = [(e, c) for e, c in pts if re.search(args.match, "%s/%s#%d/%s" % (op, c["name"], c["seq"], e))]
         pts = sample_points(pts, args.sample, draw, syscall=lambda p: p[1]["name"]) if args.sample else pts
         return pts[:args.max_points] if args.max_points else pts
 
@@ -1278,10 +1287,10 @@ def main():
                             tb2.start_until_attached()
                         where = tb2
                     prepare_admin(where, [op])
-                    pts = chosen(points_of(trace_admin_op(where, op), full=not args.quick))
+                    pts = chosen(points_of(trace_admin_op(where, op), full=not args.quick), op)
                 else:
                     where = tb
-                    pts = chosen(points_of(trace_op(tb, op), full=not args.quick))
+                    pts = chosen(points_of(trace_op(tb, op), full=not args.quick), op)
                 log("%s: %d points" % (op, len(pts)))
                 for err, target in pts:
                     try:
@@ -1324,8 +1333,8 @@ def main():
           (rep.points, rep.reached, len(rep.violations), time.time() - t0,
            " sampled=%d seed=%d" % (args.sample, seed) if args.sample else ""))
     if rep.rolled_forward:
-        print("  (%d snapshot removals answered an Err past their commit point, saying that the next start "
-              "finishes them; it did)" % rep.rolled_forward)
+        print("  (%d points past a commit point said that the next start finishes the operation (a snapshot removal's "
+              "Err, an evacuation's clean-up of its old copy); it did)" % rep.rolled_forward)
     if rep.degraded:
         print("  (%d admin points failed a rescan's probe of the devices too: the partition listed as missing right "
               "away, the documented degraded mode; accepted, and whole after the restart)" % rep.degraded)
