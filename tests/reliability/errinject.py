@@ -56,6 +56,10 @@ partitions of its own). Each point is checked right away and after a restart:
   - the snapshots listed and those on disk agree; after the restart nothing is left in
     nvmevol/imports/ or beside the volume's snapshots (a rollback's or receive's work
     directory), and the common checks above hold.
+Past a commit point the daemon may leave the rest to the next start, and says so: a snapshot
+removal's Err ("finished at the next start"), an evacuation's clean-up of the old copy (logged
+"start-up does"); such points are counted and checked after the restart only, which must find
+the operation finished. --match REGEX runs only the points whose label matches.
 --sabotage plays its broken daemon for the Docker API's operations only (its default --ops).
 
 Start-up recovery. A world that start-up must repair is prepared once and restored before
