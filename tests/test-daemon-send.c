@@ -405,15 +405,15 @@ static double now_s(void)
 }
 
 /*
- * The commit of an incremental receive hands the previous state to the trash,
- * then freezes the partition for the stream's snapshot: the trash worker
- * deletes beside that freeze. Killed there without a guardian (PID 1 of a
+ * The trash worker deletes beside the freeze of a receive's snapshot (once,
+ * the previous state of the volume, handed to it before the snapshot; now a
+ * removed volume's: the previous state goes after the snapshot). Killed there without a guardian (PID 1 of a
  * plugin), the daemon must exit. It did not when the worker's unlink waited
  * inside the kernel on the frozen partition (D state: the kill cannot end
  * it), so nothing could restart the daemon and thaw the partition, and the
  * next receive hung (crashpoints recvincr/ioctl#6 and #7, RESULTS §9b).
  * The trash is held busy (paused after a decoy's deletion) until the freeze
- * is in place, and the freeze is held long: no race to win.
+ * is in place, with a second decoy queued, and the freeze is held long: no race to win.
  */
 Test(daemon_send, a_kill_inside_the_receives_snapshot_while_the_trash_deletes_lets_the_daemon_exit)
 {
@@ -436,9 +436,11 @@ Test(daemon_send, a_kill_inside_the_receives_snapshot_while_the_trash_deletes_le
 	testbed_stop(&tb, SIGTERM);
 	testbed_start_or_fail(&tb, hold_env);
 
-	/* The worker deletes the decoy, then pauses 6 s: the previous state waits in the trash until then. */
+	/* The worker deletes the decoy, then pauses 6 s: the second decoy waits in the trash until then. */
 	create_volume("decoy", "");
+	create_volume("decoy2", "");
 	cr_assert_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"decoy\"}"), 0, "%s", client_err(&rep));
+	cr_assert_eq(tb_call(&tb, "Remove", &rep, "{\"Name\":\"decoy2\"}"), 0, "%s", client_err(&rep));
 	t_decoy = now_s();
 	snprintf(sock, sizeof(sock), "%s/nvmevol-admin.sock", tb.dir);
 	pid = fork();
@@ -464,7 +466,7 @@ Test(daemon_send, a_kill_inside_the_receives_snapshot_while_the_trash_deletes_le
 	/* The worker is back at work (7 s after the decoy), on the frozen partition. */
 	while (now_s() - t_decoy < 7.5)
 		usleep(50 * 1000);
-	cr_assert(testbed_dir_holds(trash, "receive-"), "the previous state left the trash before the kill");
+	cr_assert(testbed_dir_holds(trash, "decoy2."), "the second decoy left the trash before the kill");
 
 	kill(tb.pid, SIGKILL);
 	for (int i = 0; i < 500 && !exited; i++) {
@@ -517,6 +519,44 @@ Test(daemon_send, a_kill_inside_the_receives_snapshot_while_the_trash_deletes_le
 	for (int i = 0; i < 100 && testbed_dir_holds(trash, "receive-"); i++)
 		usleep(100 * 1000);
 	cr_assert_not(testbed_dir_holds(trash, "receive-"), "the trash never deleted the previous states");
+}
+
+/*
+ * A receive is its state and its snapshot (the base of the next stream), or nothing: when the snapshot
+ * cannot be taken after the commit (here a leftover where it goes: a file at nvmevol/snapshots/dst for
+ * the full stream, a directory data/s2 without a record for the incremental one), the volume a full
+ * stream made is removed again and an incremental one's previous state is put back, with an Err that
+ * says nothing was changed. (Before: the volume stayed, created or updated, without its snapshot.)
+ */
+Test(daemon_send, a_receive_whose_snapshot_cannot_be_taken_changes_nothing)
+{
+	char full[600], incr[600], s[700], dst[512], mp[400], p[800];
+	int fd;
+
+	prepare(full, incr, sizeof(full));
+	testbed_part_mountpoint(&tb, 0, mp, sizeof(mp));
+	snprintf(p, sizeof(p), "%s/nvmevol/snapshots/dst", mp);
+	fd = open(p, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	cr_assert_geq(fd, 0, "%s: %s", p, strerror(errno));
+	close(fd);
+	cr_assert_eq(receive_from(full, "dst", NULL), 1, "%s", err);
+	cr_assert(strstr(err, "nothing was changed"), "%s", err);
+	cr_assert_neq(tb_call(&tb, "Get", &rep, "{\"Name\":\"dst\"}"), 0, "the full receive left volume dst");
+	cr_assert_eq(unlink(p), 0);
+
+	cr_assert_eq(receive_from(full, "dst", NULL), 0, "%s", err);
+	snprintf(p, sizeof(p), "%s/nvmevol/snapshots/dst/data/s2", mp);
+	cr_assert_eq(mkdir(p, 0700), 0, "%s: %s", p, strerror(errno));
+	cr_assert_eq(receive_from(incr, "dst", NULL), 1, "%s", err);
+	cr_assert(strstr(err, "nothing was changed"), "%s", err);
+	testbed_volume_dir(&tb, 0, "dst", dst, sizeof(dst));
+	snapdata("src", "s1", s, sizeof(s));
+	compare(s, dst, "after an incremental receive whose snapshot failed");
+	cr_assert_eq(rmdir(p), 0);
+	/* Nothing else stayed in the way: the same stream goes in now. */
+	cr_assert_eq(receive_from(incr, "dst", NULL), 0, "%s", err);
+	snapdata("src", "s2", s, sizeof(s));
+	compare(s, dst, "the incremental receive again");
 }
 
 /* ---- hostile streams ---- */

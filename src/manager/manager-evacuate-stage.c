@@ -125,15 +125,19 @@ static int stage_save(Stage *s, const char *volume)
 }
 
 /* Moves @name of @dirfd on @fs to the trash and queues it. */
-void evacuate_discard(Manager *m, PartitionFs *fs, const char *uuid, int dirfd, const char *name)
+int evacuate_discard(Manager *m, PartitionFs *fs, const char *uuid, int dirfd, const char *name)
 {
 	char entry[TRASH_ENTRY_MAX];
+	int r = trash_move_in(fs, dirfd, name, entry);
 
-	if (trash_move_in(fs, dirfd, name, entry) == 0) {
-		(void)fsync(fs->trash_fd);
-		(void)fsync(dirfd);
-		(void)trash_enqueue(m->trash, fs, uuid, entry);
-	}
+	if (r == -ENOENT)
+		return 0; /* nothing there */
+	if (r < 0)
+		return r;
+	(void)fsync(fs->trash_fd);
+	(void)fsync(dirfd);
+	(void)trash_enqueue(m->trash, fs, uuid, entry);
+	return 0;
 }
 
 /* Opens the stage of @volume on @fs (made if @create); state.json read. -ENOENT: none and !@create. */

@@ -90,8 +90,8 @@ int evacuate_pass_place(EvacuatePass *p, Volume *nv, bool *made_dir, bool *made_
 
 /* Removes @v's evacuation snapshots but @keep (op_lock held). */
 void evacuate_drop_old_tops(Manager *m, Volume *v, const char *keep);
-/* Moves @name of @dirfd on @fs (partition @uuid) to the trash and queues it. */
-void evacuate_discard(Manager *m, PartitionFs *fs, const char *uuid, int dirfd, const char *name);
+/* Moves @name of @dirfd on @fs (partition @uuid) to the trash and queues it: 0 (also if it is not there), or -errno. */
+int evacuate_discard(Manager *m, PartitionFs *fs, const char *uuid, int dirfd, const char *name);
 /* The stage of @volume on @fs, whole, to the trash. */
 void evacuate_stage_drop(Manager *m, PartitionFs *fs, const char *uuid, const char *volume);
 /* Trashes what evacuate_pass_place() put on T (@made_dir, @made_snaps) and the stage: an undo. */

@@ -305,9 +305,12 @@ static int switch_over(Evacuation *e, Volume *v, EvacuatePass *p, bool direct, C
 		log_warning("volume %s: cannot mark its index entry committed; start-up does", v->name);
 	if (trash_move_in(e->sfs, e->sfs->volumes_fd, v->name, entry) == 0) { /* 6 */
 		(void)trash_enqueue(m->trash, e->sfs, e->sinfo.uuid, entry);
-		if (e->sfs->snapshots_fd >= 0)
-			evacuate_discard(m, e->sfs, e->sinfo.uuid, e->sfs->snapshots_fd, v->name);
-		if (store_delete_record(e->sfs, v->name) < 0)
+		/* The record (the mark start-up finishes from) goes only after the snapshots: else they would stay. */
+		if (e->sfs->snapshots_fd >= 0 &&
+		    evacuate_discard(m, e->sfs, e->sinfo.uuid, e->sfs->snapshots_fd, v->name) < 0)
+			log_warning("volume %s: cannot move its old snapshots on partition UUID %s to the trash; start-up "
+				    "does", v->name, e->sinfo.uuid);
+		else if (store_delete_record(e->sfs, v->name) < 0)
 			log_warning("volume %s: cannot delete its old record on partition UUID %s; start-up does", v->name,
 				    e->sinfo.uuid);
 	} else
@@ -334,10 +337,14 @@ out:
 		p->st.n = 0; /* the stage went with it */
 	}
 	sizelimit_release(&m->projids, p->to, p->tfs, nv->projid);
-	if (indexed && store_save_index(m->store, v, VOLUME_INDEX_COMMITTED) < 0)
-		log_error("volume %s: cannot put its index entry back (start-up does)", v->name);
+	/*
+	 * The mark before the index entry: the entry is written from @v, so it would carry the mark otherwise
+	 * (and keep it, as start-up goes by the record). Either way the entry then says what the record says.
+	 */
 	if (marked && mark(m, v, e->sfs, "") < 0)
 		log_error("volume %s: cannot clear its evacuation mark (start-up does)", v->name);
+	if (indexed && store_save_index(m->store, v, VOLUME_INDEX_COMMITTED) < 0)
+		log_error("volume %s: cannot put its index entry back (start-up does)", v->name);
 	return r;
 }
 
@@ -349,11 +356,16 @@ typedef struct VolumeArgs {
 	char use[PATH_MAX + 128];
 } VolumeArgs;
 
-/* Whether T already has what this volume's snapshots would become: an Err (before anything is written). */
+/*
+ * Whether T already has what this volume's snapshots would become: an Err (before anything is written).
+ * An empty snapshots/VOLUME (with at most empty meta/ and data/: a snapshot that failed early) holds
+ * nothing of anyone's and is removed first.
+ */
 static int check_target_snapshots(EvacuatePass *p, char **reterr_msg)
 {
 	struct stat st;
 
+	snapstore_prune(p->tfs, p->name);
 	if (p->tfs->snapshots_fd >= 0 && fstatat(p->tfs->snapshots_fd, p->name, &st, AT_SYMLINK_NOFOLLOW) == 0)
 		return errmsg_set(reterr_msg, -EEXIST, "partition %s has nvmevol/snapshots/%s, which no volume there "
 				  "accounts for (a leftover, or copied there by hand): move it away and evacuate again",
@@ -575,9 +587,9 @@ static void finish(Manager *m, Volume *s)
 	if (fs && !fs->read_only) {
 		if (trash_move_in(fs, fs->volumes_fd, s->name, entry) == 0)
 			(void)trash_enqueue(m->trash, fs, info.uuid, entry);
-		if (fs->snapshots_fd >= 0)
-			evacuate_discard(m, fs, info.uuid, fs->snapshots_fd, s->name);
-		if (store_delete_record(fs, s->name) == 0) {
+		/* The record last, and only once the snapshots went: it is what brings this back at the next start. */
+		if ((fs->snapshots_fd < 0 || evacuate_discard(m, fs, info.uuid, fs->snapshots_fd, s->name) == 0) &&
+		    store_delete_record(fs, s->name) == 0) {
 			registry_write_lock(m->reg);
 			registry_remove_shadow_locked(m->reg, s);
 			registry_unlock(m->reg);

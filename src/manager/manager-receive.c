@@ -13,6 +13,10 @@
  * goes to the trash, and the new state's snapshot is taken with the
  * sender's ID. Before the exchange the volume is untouched; whatever is in
  * receive-* is never the live volume, so start-up deletes it unasked.
+ * A receive is the state and its snapshot or nothing: when the snapshot
+ * cannot be taken, a full stream's volume is removed again and an
+ * incremental one's exchange is undone (the previous state goes to the
+ * trash only after the snapshot).
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -231,12 +235,29 @@ static int charge_received(Volume *v, PartitionFs *fs, int snaps_fd, const char 
 			  v->name);
 }
 
+/*
+ * Undoes the commit's exchange: the previous state back at volumes/VOLUME with the root's times of
+ * before (@prev: moved to another parent and back, it got new ones), the received one in @dir again.
+ */
+static int swap_back(Volume *v, PartitionFs *fs, int snaps_fd, const char *dir, const struct stat *prev)
+{
+	if (renameat2(snaps_fd, dir, fs->volumes_fd, v->name, RENAME_EXCHANGE) < 0) {
+		log_error_errno(errno, "volume %s: cannot put the state before the receive back", v->name);
+		return negative_errno();
+	}
+	if (fsync(fs->volumes_fd) < 0 || fsync(snaps_fd) < 0)
+		log_warning_errno(errno, "volume %s: cannot sync the receive's undo", v->name);
+	(void)utimensat(fs->volumes_fd, v->name, (const struct timespec[2]){ prev->st_atim, prev->st_mtim },
+			AT_SYMLINK_NOFOLLOW);
+	return 0;
+}
+
 static int commit_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 {
 	RecvArgs *a = userdata;
 	_cleanup_close_ int snaps_fd = -EBADF;
 	char use[PATH_MAX + 128] = "", dir[32];
-	struct stat root;
+	struct stat root, prev;
 	PartitionFs *fs;
 	int r;
 
@@ -256,7 +277,8 @@ static int commit_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	else if (manager_volume_known_in_use(v, fs, v->mounted || volume_mount_total(v) > 0, use, sizeof(use)))
 		r = errmsg_set(reterr_msg, -EBUSY, "cannot receive into volume %s while it is in use: %s. Stop the "
 			       "containers that use it, then receive again (nothing was changed)", v->name, use);
-	else if (fstatat(snaps_fd, dir, &root, AT_SYMLINK_NOFOLLOW) < 0)
+	else if (fstatat(snaps_fd, dir, &root, AT_SYMLINK_NOFOLLOW) < 0 ||
+		 fstatat(fs->volumes_fd, v->name, &prev, AT_SYMLINK_NOFOLLOW) < 0)
 		r = errmsg_set(reterr_msg, negative_errno(), "cannot look at the receive: %s", errno_str(errno));
 	else if ((r = charge_received(v, fs, snaps_fd, dir, reterr_msg)) == 0 &&
 		 renameat2(snaps_fd, dir, fs->volumes_fd, v->name, RENAME_EXCHANGE) < 0)
@@ -272,6 +294,30 @@ static int commit_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	/* A directory moved to another parent gets new times: the stream's, again. */
 	(void)utimensat(fs->volumes_fd, v->name, (const struct timespec[2]){ root.st_atim, root.st_mtim },
 			AT_SYMLINK_NOFOLLOW);
+	/*
+	 * The snapshot before the previous state goes: a receive is the state and its snapshot (the base of the
+	 * next stream) or nothing, so a snapshot that cannot be taken swaps the previous state back.
+	 */
+	{
+		_cleanup_free_ char *why = NULL;
+
+		r = manager_snapshot_take_locked(m, v, a->snap, a->id, a->by_move, &why);
+		if (r < 0 && swap_back(v, fs, snaps_fd, dir, &prev) == 0) {
+			r = errmsg_set(reterr_msg, r, "cannot take snapshot %s of the received state of volume %s, so the "
+				       "volume was put back as it was (nothing was changed): %s", a->snap, v->name,
+				       why ? why : errno_str(r));
+			/* Now in @dir: the received state, charged to the volume; it leaves the project, then goes. */
+			if (v->projid)
+				(void)charge_tree(fs, snaps_fd, dir, 0, NULL);
+			(void)manager_snapshot_discard_dir(m, v, fs, snaps_fd, dir);
+			goto out;
+		}
+		if (r < 0) {
+			r = errmsg_set(reterr_msg, r, "volume %s has the received state, but its snapshot %s could not be "
+				       "taken (a later incremental stream from it will be refused; send a full one then): %s",
+				       v->name, a->snap, why ? why : errno_str(r));
+		}
+	}
 	/* The previous state leaves the volume's project before the trash deletes it: the volume holds what it has. */
 	if (v->projid) {
 		_cleanup_free_ char *why = NULL;
@@ -283,17 +329,8 @@ static int commit_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	if (manager_snapshot_discard_dir(m, v, fs, snaps_fd, dir) < 0)
 		log_warning("volume %s: the state before the receive stays in nvmevol/snapshots/%s/%s until the next start",
 			    v->name, v->name, dir);
-	{
-		_cleanup_free_ char *why = NULL;
-
-		r = manager_snapshot_take_locked(m, v, a->snap, a->id, a->by_move, &why);
-		if (r < 0) {
-			r = errmsg_set(reterr_msg, r, "volume %s has the received state, but its snapshot %s could not be "
-				       "taken (a later incremental stream from it will be refused; send a full one then): %s",
-				       v->name, a->snap, why ? why : errno_str(r));
-			goto out;
-		}
-	}
+	if (r < 0)
+		goto out;
 	log_info("volume %s: received snapshot %s (ID %s) as an incremental stream", v->name, a->snap, a->id);
 	a->result = json_pack("{s:s,s:s,s:s,s:s}", "volume", v->name, "snapshot", a->snap, "id", a->id, "result",
 			      "received");
@@ -339,10 +376,19 @@ int manager_receive_commit(Manager *m, const char *name, const char *token, cons
 		_cleanup_free_ char *why = NULL;
 
 		r = manager_run_on_volume(m, name, false, snap_fn, &a, &why);
-		if (r < 0)
+		if (r < 0) {
+			_cleanup_free_ char *why_remove = NULL;
+
+			/* The volume this receive made, without its snapshot, goes again: a receive is both or nothing. */
+			if (manager_remove(m, name, &why_remove) == 0)
+				return errmsg_set(reterr_msg, r, "cannot take snapshot %s of volume %s received from the "
+						  "stream, so the volume was removed again (nothing was changed): %s", snap,
+						  name, why ? why : errno_str(r));
 			return errmsg_set(reterr_msg, r, "volume %s was created from the stream, but its snapshot %s could "
-					  "not be taken (an incremental stream based on it will be refused): %s", name, snap,
+					  "not be taken (an incremental stream based on it will be refused), and it could "
+					  "not be removed (%s): %s", name, snap, why_remove ? why_remove : "?",
 					  why ? why : errno_str(r));
+		}
 	}
 	log_info("volume %s: received snapshot %s (ID %s) as a full stream", name, snap, id);
 	*ret_result = json_pack("{s:s,s:s,s:s,s:s}", "volume", name, "snapshot", snap, "id", id, "result", "received");

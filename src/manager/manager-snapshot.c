@@ -291,9 +291,13 @@ static int take(Manager *m, Volume *v, PartitionFs *fs, VolumeSnapshot *s, char 
 	int r;
 
 	r = snapstore_open(fs, v->name, true, &d);
-	if (r < 0)
+	if (r < 0) {
+		/* What it made before it failed (snapshots/VOLUME, meta/): an empty one would stay in the way. */
+		if (v->n_snaps == 0)
+			snapstore_prune(fs, v->name);
 		return errmsg_set(reterr_msg, r, "cannot make nvmevol/snapshots/%s on its partition: %s", v->name,
 				  errno_str(r));
+	}
 	if (fstatat(d.data_fd, s->name, &a, AT_SYMLINK_NOFOLLOW) == 0) {
 		r = errmsg_set(reterr_msg, -EEXIST,
 			       "nvmevol/snapshots/%s/data/%s exists without a snapshot record (a leftover, or copied there "

@@ -27,6 +27,14 @@ either unfenced and serves a Mount, or fenced and refuses it naming the other no
 stale data served); the other node's copy is absent or whole; then the move run again finishes
 (continuing from what the other node holds) and leaves the source fenced and the copy served.
 
+--ops import,export (a run of its own) kill the daemon at every mutating syscall it makes while
+`nvmevol volume import` makes a new volume from an archive (made once by `volume export`) and while
+`volume export` writes an idle volume (its temporary snapshot, the bind, the close). After the
+restart an imported volume is absent or holds the archive's files, nothing is left in
+nvmevol/imports/ (start-up deletes a killed import's directory) and no snapshot is there; an
+exported volume is unchanged and its temporary snapshot is neither listed nor on disk (start-up
+deletes it: `temporary` in its record); an export that exited 0 wrote the whole volume.
+
 For each operation: count its syscalls once (strace -c), then for each syscall s
 and each n <= count, bring the volume to the operation's precondition through
 the API and write fresh data into it, attach strace with the injection, send the
@@ -66,7 +74,10 @@ sys.dont_write_bytecode = True   # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from nvtlib import (Testbed, Strace, VolumeView, MUTATING_SYSCALLS, ApiError, log, strace_missing,  # noqa: E402
                     consistency_problems, leftovers, stray_mounts, ensure_clone_source, clone_problems,
-                    CLONE_SOURCE, files_below, partition_mount_problems)
+                    CLONE_SOURCE, files_below, partition_mount_problems, COMMAND_TIMEOUT, Streams, command,
+                    command_ok, make_streams, admin_socket, partition_of, receive, remove_fully, snapshot_dirs,
+                    snapshot_files, Archive, make_archive, archive_files, import_leftovers, snapshot_names,
+                    sample_points, killed_daemon_stuck)
 
 SYSCALLS = [s for s in MUTATING_SYSCALLS if s != "ioctl"]
 NAME = "cpvol"
@@ -89,20 +100,24 @@ OPS = {
     # The command runs them (send() starts it): every daemon call of a receive of a full stream, of
     # an incremental one, and of a move of an idle volume (its fence, final pass and what follows).
     "recvfull": None,
+    # `nvmevol volume import` of an archive into a new volume, `volume export` of an idle volume (its
+    # temporary snapshot, the bind, the close that removes both).
+    "import": None,
+    "export": None,
     "recvincr": None,
     "move": None,
 }
 EVACUATE_OPS = {"evacuate", "evacuatelive", "evacuatefinal", "evacuatesnap"}
 ADMIN_OPS = {"snapshot", "fence"} | EVACUATE_OPS   # served on the admin socket
-COMMAND_OPS = {"recvfull", "recvincr", "move"}  # `nvmevol volume receive` / `volume move` against the daemon
+COMMAND_OPS = {"recvfull", "recvincr", "move", "import", "export"}  # `nvmevol volume ...` against the daemon
 TWO_PARTITION_OPS = EVACUATE_OPS
 # Their own runs (run-all.sh): fence and evacuate on two partitions, the command's on streams and a second daemon.
 DEFAULT_OPS = [op for op in OPS if op != "fence" and op not in EVACUATE_OPS and op not in COMMAND_OPS]
 RECV = "cprecv"      # the volume a receive makes or updates
 STREAM_SRC = "cpsend"   # the volume the streams are sent from
 NODE2 = "cpnode2"    # the other node of a move: a second daemon
-COMMAND_TIMEOUT = 60
 SNAP = "cps"
+Streams.via = Streams.tb2 = None   # a move's second daemon and its `--via` wrapper
 CLONE_OPS = {"clone": False, "clonelive": True}   # op: the source is mounted
 source_files = {}
 # --sabotage: what strace does at the point instead of the SIGKILL
@@ -138,123 +153,12 @@ def write_data(tb):
     return files_below(d)
 
 
-def partition_of(tb, name):
-    """The UUID of the partition whose volumes/ holds @name."""
-    d = tb.volume_dir(name)
-    return os.path.basename(os.path.dirname(os.path.dirname(os.path.dirname(d)))) if d else None
-
-
-class Streams:
-    """A full stream (snapshot r1 of STREAM_SRC) and an incremental one (r2 since r1) in files, the files
-    each snapshot holds, and a second daemon for a move (its `--via` wrapper)."""
-    full = incr = via = None
-    r1 = r2 = None
-    tb2 = None
-
-
-def command(tb, args, stdin=None, timeout=COMMAND_TIMEOUT, admin=None):
-    """`nvmevol ARGS --socket ADMIN` (the first daemon's by default): (exit status, stdout, stderr).
-    No Docker to ask (a move names the mount count then)."""
-    admin = admin or os.path.join(os.path.dirname(tb.sock), "nvmevol-admin.sock")
-    env = dict(os.environ, DOCKER_HOST="unix://%s/no-docker.sock" % tb.base)
-    p = subprocess.Popen([tb.binary] + args + ["--socket", admin], stdin=stdin, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=env)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        # Where it waits, and where the daemon's threads are: the violation says it, the log has the stacks.
-        where = "command: %s; daemon: %s" % (waits(p.pid), waits(tb.pid) if tb.alive() else "not running")
-        log("`nvmevol %s` did not end: kernel stacks\n  command %d:\n%s\n  daemon %s:\n%s\n  daemon log:\n%s" %
-            (" ".join(args[:3]), p.pid, stacks(p.pid), tb.pid, stacks(tb.pid) if tb.alive() else "not running",
-             tb.log_tail(15)))
-        p.kill()
-        p.communicate()
-        raise TimeoutError("`nvmevol %s` did not end in %.0f s (%s)" % (" ".join(args[:3]), timeout, where))
-    return p.returncode, out.decode(errors="replace"), err.decode(errors="replace")
-
-
-def waits(pid):
-    """The kernel function each thread of @pid sleeps in (wchan), counted."""
-    seen = {}
-    for t in os.listdir("/proc/%d/task" % pid) if os.path.isdir("/proc/%d/task" % pid) else []:
-        try:
-            w = open("/proc/%d/task/%s/wchan" % (pid, t)).read().strip() or "running"
-        except OSError:
-            continue
-        seen[w] = seen.get(w, 0) + 1
-    return ", ".join("%s x%d" % kv for kv in sorted(seen.items())) or "?"
-
-
-def stacks(pid):
-    """Each thread's kernel stack (as root), its name and wchan first: where a hang waits, and on what."""
-    out = []
-    for t in sorted(os.listdir("/proc/%d/task" % pid)) if os.path.isdir("/proc/%d/task" % pid) else []:
-        d = "/proc/%d/task/%s/" % (pid, t)
-        try:
-            name = open(d + "comm").read().strip()
-            st = open(d + "stack").read().strip().replace("\n", "\n      ")
-        except OSError:
-            continue
-        out.append("    %s %s:\n      %s" % (t, name, st or "(running)"))
-    return "\n".join(out) or "    ?"
-
-
-def killed_daemon_stuck(tb):
-    """SIGKILL; None when the daemon is gone within 10 s, else where its threads wait. A thread waiting inside
-    the kernel on a partition it had frozen keeps a killed process from exiting: the partitions are then
-    thawed by hand, so that it ends."""
-    tb.proc.send_signal(signal.SIGKILL)
-    try:
-        tb.proc.wait(timeout=10)
-        return None
-    except subprocess.TimeoutExpired:
-        where = waits(tb.pid)
-        log("the killed daemon did not exit: kernel stacks\n%s" % stacks(tb.pid))
-        for root in tb.fs_roots():
-            subprocess.run(["fsfreeze", "--unfreeze", root], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return where
-
-
-def command_ok(tb, args, stdin=None, admin=None):
-    rc, out, err = command(tb, args, stdin, admin=admin)
-    if rc != 0:
-        raise ApiError("nvmevol %s -> %d %s" % (" ".join(args), rc, err.strip()[-300:]))
-    return out
-
-
-def snapshot_files(tb, name, snap):
-    for r in tb.fs_roots():
-        d = os.path.join(r, "nvmevol", "snapshots", name, "data", snap)
-        if os.path.isdir(d):
-            return files_below(d)
-    return None
-
-
 def prepare_streams(tb, ops):
     """The streams for the receive points (sent once, without a point), the second daemon for a move."""
     if {"recvfull", "recvincr"} & set(ops):
-        tb.ok("/VolumeDriver.Create", {"Name": STREAM_SRC, "Opts": OPTS})
-        d = tb.volume_dir(STREAM_SRC)
-        os.makedirs(os.path.join(d, "sub"))
-        for rel, content in (("data.bin", b"first\n" * 2000), ("sub/a", b"a"), ("gone", b"deleted in r2")):
-            with open(os.path.join(d, rel), "wb") as f:
-                f.write(content)
-        command_ok(tb, ["volume", "snapshot", STREAM_SRC, "r1"])
-        with open(os.path.join(d, "data.bin"), "r+b") as f:
-            f.write(b"SECOND")
-        os.unlink(os.path.join(d, "gone"))
-        with open(os.path.join(d, "sub", "new"), "wb") as f:
-            f.write(b"made in r2")
-        command_ok(tb, ["volume", "snapshot", STREAM_SRC, "r2"])
-        Streams.full, Streams.incr = os.path.join(tb.base, "full.stream"), os.path.join(tb.base, "incr.stream")
-        for path, extra in ((Streams.full, ["--snapshot", "r1"]), (Streams.incr, ["--snapshot", "r2", "--from", "r1"])):
-            with open(path, "wb") as f:
-                p = subprocess.run([tb.binary, "volume", "send", STREAM_SRC] + extra +
-                                   ["--socket", os.path.join(os.path.dirname(tb.sock), "nvmevol-admin.sock")],
-                                   stdout=f, stderr=subprocess.PIPE, timeout=COMMAND_TIMEOUT)
-                if p.returncode != 0:
-                    raise ApiError("volume send %s -> %s" % (extra, p.stderr.decode(errors="replace")))
-        Streams.r1, Streams.r2 = snapshot_files(tb, STREAM_SRC, "r1"), snapshot_files(tb, STREAM_SRC, "r2")
+        make_streams(tb, STREAM_SRC, OPTS)
+    if "import" in ops:
+        make_archive(tb, STREAM_SRC + "a", OPTS)
     if "move" in ops:
         Streams.tb2 = Testbed(nparts=1, tag="cpt2", binary=tb.binary, env={"NVMEVOL_SELFTEST": "off"})
 
@@ -268,38 +172,30 @@ def prepare_streams(tb, ops):
         Streams.via = os.path.join(tb.base, "node2")
         with open(Streams.via, "w") as f:
             f.write("#!/bin/sh\nshift\nexec '%s' \"$@\" --socket '%s'\n" %
-                    (tb.binary, os.path.join(os.path.dirname(Streams.tb2.sock), "nvmevol-admin.sock")))
+                    (tb.binary, admin_socket(Streams.tb2)))
         os.chmod(Streams.via, 0o755)
-
-
-def remove_fully(tb, name):
-    """@name gone from @tb's daemon: unmounted, unfenced, its snapshots removed, removed."""
-    st, _ = tb.call("/VolumeDriver.Get", {"Name": name})
-    if st != 200:
-        return
-    for mid, n in VolumeView(tb, name).counts.items():
-        for _ in range(n):
-            tb.ok("/VolumeDriver.Unmount", {"Name": name, "ID": mid})
-    tb.admin_ok("/Admin.VolumeUnfence", {"Name": name})
-    for s in tb.admin_ok("/Admin.VolumeSnapshots", {"Name": name}).get("snapshots", []):
-        tb.admin_ok("/Admin.VolumeSnapshotRemove", {"Name": name, "Snapshot": s["name"]})
-    tb.ok("/VolumeDriver.Remove", {"Name": name})
-
-
-def receive(tb, path, timeout=COMMAND_TIMEOUT):
-    with open(path, "rb") as f:
-        return command(tb, ["volume", "receive", RECV], stdin=f, timeout=timeout)
 
 
 def run_command_op(tb, op, timeout):
     """The command of @op; True when it exited 0."""
     if op == "recvfull":
-        rc = receive(tb, Streams.full, timeout)[0]
+        rc = receive(tb, RECV, Streams.full, timeout)[0]
     elif op == "recvincr":
-        rc = receive(tb, Streams.incr, timeout)[0]
+        rc = receive(tb, RECV, Streams.incr, timeout)[0]
+    elif op == "import":
+        with open(Archive.path, "rb") as f:
+            rc = command(tb, ["volume", "import", NAME, "-o", "uid=7", "-o", "mode=0750"], stdin=f,
+                         timeout=timeout)[0]
+    elif op == "export":
+        with open(os.path.join(tb.base, "export.tar"), "wb") as f:
+            rc = command(tb, ["volume", "export", NAME], stdout=f, timeout=timeout)[0]
+        export_status.append(rc)
     else:
         rc = command(tb, ["volume", "move", NAME, "--via", Streams.via, "--node", NODE2], timeout=timeout)[0]
     return rc == 0
+
+
+export_status = []   # the exit status of the export command of this point (none: it did not end)
 
 
 def send(tb, op, timeout):
@@ -313,24 +209,13 @@ def send(tb, op, timeout):
                                                                                           timeout=timeout)
 
 
-def snapshot_dirs(tb):
-    """(records, data directories) of NAME's snapshots on the partition."""
-    recs, data = [], []
-    for r in tb.fs_roots():
-        base = os.path.join(r, "nvmevol", "snapshots", NAME)
-        for sub, out in (("meta", recs), ("data", data)):
-            d = os.path.join(base, sub)
-            out += os.listdir(d) if os.path.isdir(d) else []
-    return sorted(recs), sorted(data)
-
-
 def snapshot_problems(tb, data):
     """A snapshot is listed with the volume's files of before the point, or gone: record and data together."""
     st, j = tb.admin_call("/Admin.VolumeSnapshots", {"Name": NAME})
     if st != 200:
         return ["volume snapshots answered %s %s" % (st, j)]
     listed = [s["name"] for s in j.get("snapshots", [])]
-    recs, dirs = snapshot_dirs(tb)
+    recs, dirs = snapshot_dirs(tb, NAME)
     if listed == [SNAP]:
         bad = [] if (recs, dirs) == ([SNAP + ".json"], [SNAP]) else ["snapshot listed, on disk %s %s" % (recs, dirs)]
         for r in tb.fs_roots():
@@ -393,7 +278,7 @@ def precondition(tb, op):
         remove_fully(tb, RECV)
         if op == "recvfull":
             return None
-        rc, _, err = receive(tb, Streams.full)
+        rc, _, err = receive(tb, RECV, Streams.full)
         if rc != 0:
             raise ApiError("the full stream's receive -> %d %s" % (rc, err.strip()[-300:]))
         return Streams.r1
@@ -403,7 +288,14 @@ def precondition(tb, op):
             remove_fully(tb, NAME)
         tb.ok("/VolumeDriver.Create", {"Name": NAME, "Opts": OPTS})
         return write_data(tb)
-    if op == "create" or op in CLONE_OPS:
+    if op == "export":
+        export_status.clear()
+        remove_fully(tb, NAME)
+        tb.ok("/VolumeDriver.Create", {"Name": NAME, "Opts": OPTS})
+        return write_data(tb)
+    if op == "create" or op in CLONE_OPS or op == "import":
+        if exists(tb):
+            remove_fully(tb, NAME)
         if exists(tb):
             unmount_all(tb)
             tb.ok("/VolumeDriver.Remove", {"Name": NAME})
@@ -443,22 +335,6 @@ def precondition(tb, op):
             unmount_all(tb)
             return data
     return write_data(tb)
-
-
-def sample_points(points, n, draw):
-    """@n of @points [(syscall, n)], drawn one syscall after the other (each in random order), so that a
-    rare syscall (a rename, an fsync, a FIFREEZE) is drawn as surely as the hundreds of opens."""
-    by_sc = {}
-    for sc, k in points:
-        by_sc.setdefault(sc, []).append(k)
-    for ks in by_sc.values():
-        draw.shuffle(ks)
-    picked = []
-    while len(picked) < n:
-        for sc in sorted(by_sc):
-            if by_sc[sc] and len(picked) < n:
-                picked.append((sc, by_sc[sc].pop()))
-    return sorted(picked)
 
 
 def syscalls_of(op):
@@ -519,6 +395,38 @@ def receive_problems(tb, op, before, stats):
                     fn.startswith("receive-")]
             if left:
                 bad.append("left after the restart: %s/%s" % (sub, left))
+    return bad
+
+
+def import_problems(tb, stats):
+    """After a kill in an import: the volume absent, or there with the archive's files (committed); no
+    pending directory left in imports/ after the restart, no snapshot."""
+    v = VolumeView(tb, NAME, with_data=True)
+    bad = ["left after the restart: %s" % p for p in import_leftovers(tb)]
+    if v.present:
+        stats["imported"] = stats.get("imported", 0) + 1
+        if v.data != Archive.files:
+            bad.append("an imported volume without the archive's files: %s" % sorted(v.data or {}))
+    if snapshot_names(tb, NAME) or any(snapshot_dirs(tb, NAME)):
+        bad.append("an import left snapshots: %s %s" % (snapshot_names(tb, NAME), snapshot_dirs(tb, NAME)))
+    return bad
+
+
+def export_problems(tb, data, stats):
+    """After a kill in an export (the volume's data is checked as for every op): its temporary snapshot gone
+    after the restart (the plugin's start deletes it: `temporary` in its record), listed or on disk; an
+    export that exited 0 wrote the whole volume (a kill must never give a cut archive and status 0)."""
+    bad = []
+    names, dirs = snapshot_names(tb, NAME), snapshot_dirs(tb, NAME)
+    if names or any(dirs):
+        bad.append("the export's temporary snapshot is still there after the restart: listed %s, on disk %s" %
+                   (names, dirs))
+    if export_status == [0]:
+        stats["exported"] = stats.get("exported", 0) + 1
+        got = archive_files(os.path.join(tb.base, "export.tar"))
+        if got != data:
+            bad.append("the export exited 0 but its archive is %s" % ("cut" if got is None else
+                                                                       "not the volume: %s" % sorted(got)))
     return bad
 
 
@@ -602,6 +510,12 @@ class Checker:
                 self.bad("%s: %s" % (label, p))
         if op == "snapshot":
             for p in snapshot_problems(tb, data):
+                self.bad("%s: %s" % (label, p))
+        if op == "import":
+            for p in import_problems(tb, self.stats):
+                self.bad("%s: %s" % (label, p))
+        if op == "export":
+            for p in export_problems(tb, data, self.stats):
                 self.bad("%s: %s" % (label, p))
         if op in ("recvfull", "recvincr"):
             for p in receive_problems(tb, op, data, self.stats):

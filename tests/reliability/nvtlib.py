@@ -844,12 +844,17 @@ def leftovers(tb):
     return found
 
 
-def trash_entries(tb):
+def entries_in(tb, sub):
+    """["nvmevol/SUB/NAME"] of what is in nvmevol/@sub/ on every partition."""
     out = []
     for r in tb.fs_roots():
-        d = os.path.join(r, "nvmevol", "trash")
-        out += ["nvmevol/trash/" + fn for fn in (os.listdir(d) if os.path.isdir(d) else [])]
+        d = os.path.join(r, "nvmevol", sub)
+        out += ["nvmevol/%s/%s" % (sub, fn) for fn in (os.listdir(d) if os.path.isdir(d) else [])]
     return out
+
+
+def trash_entries(tb):
+    return entries_in(tb, "trash")
 
 
 def consistency_problems(tb, v, owner=None):
@@ -940,3 +945,228 @@ def stray_mounts(tb, owned):
     """Mounts under prop/ that are not the bind of a volume in @owned."""
     return [m["target"] for m in tb.our_mounts()
             if m["target"].startswith(tb.prop + "/") and os.path.basename(m["target"]) not in owned]
+
+
+# ---- the nvmevol command against a testbed's daemon (export, import, send, receive, move) ----
+
+COMMAND_TIMEOUT = 60
+
+
+def admin_socket(tb):
+    return os.path.join(os.path.dirname(tb.sock), "nvmevol-admin.sock")
+
+
+def command(tb, args, stdin=None, timeout=COMMAND_TIMEOUT, admin=None, stdout=subprocess.PIPE):
+    """`nvmevol ARGS --socket ADMIN` (@tb's daemon's by default): (exit status, stdout, stderr); stdout
+    is "" when @stdout is a file. No Docker to ask (a move names the mount count then)."""
+    env = dict(os.environ, DOCKER_HOST="unix://%s/no-docker.sock" % tb.base)
+    p = subprocess.Popen([tb.binary] + args + ["--socket", admin or admin_socket(tb)], stdin=stdin, stdout=stdout,
+                         stderr=subprocess.PIPE, env=env)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        # Where it waits, and where the daemon's threads are: the violation says it, the log has the stacks.
+        where = "command: %s; daemon: %s" % (waits(p.pid), waits(tb.pid) if tb.alive() else "not running")
+        log("`nvmevol %s` did not end: kernel stacks\n  command %d:\n%s\n  daemon %s:\n%s\n  daemon log:\n%s" %
+            (" ".join(args[:3]), p.pid, stacks(p.pid), tb.pid, stacks(tb.pid) if tb.alive() else "not running",
+             tb.log_tail(15)))
+        p.kill()
+        p.communicate()
+        raise TimeoutError("`nvmevol %s` did not end in %.0f s (%s)" % (" ".join(args[:3]), timeout, where))
+    return p.returncode, (out or b"").decode(errors="replace"), err.decode(errors="replace")
+
+
+def waits(pid):
+    """The kernel function each thread of @pid sleeps in (wchan), counted."""
+    seen = {}
+    for t in os.listdir("/proc/%d/task" % pid) if os.path.isdir("/proc/%d/task" % pid) else []:
+        try:
+            w = open("/proc/%d/task/%s/wchan" % (pid, t)).read().strip() or "running"
+        except OSError:
+            continue
+        seen[w] = seen.get(w, 0) + 1
+    return ", ".join("%s x%d" % kv for kv in sorted(seen.items())) or "?"
+
+
+def stacks(pid):
+    """Each thread's kernel stack (as root), its name and wchan first: where a hang waits, and on what."""
+    out = []
+    for t in sorted(os.listdir("/proc/%d/task" % pid)) if os.path.isdir("/proc/%d/task" % pid) else []:
+        d = "/proc/%d/task/%s/" % (pid, t)
+        try:
+            name = open(d + "comm").read().strip()
+            st = open(d + "stack").read().strip().replace("\n", "\n      ")
+        except OSError:
+            continue
+        out.append("    %s %s:\n      %s" % (t, name, st or "(running)"))
+    return "\n".join(out) or "    ?"
+
+
+def killed_daemon_stuck(tb):
+    """SIGKILL; None when the daemon is gone within 10 s, else where its threads wait. A thread waiting inside
+    the kernel on a partition it had frozen keeps a killed process from exiting: the partitions are then
+    thawed by hand, so that it ends."""
+    tb.proc.send_signal(signal.SIGKILL)
+    try:
+        tb.proc.wait(timeout=10)
+        return None
+    except subprocess.TimeoutExpired:
+        where = waits(tb.pid)
+        log("the killed daemon did not exit: kernel stacks\n%s" % stacks(tb.pid))
+        for root in tb.fs_roots():
+            subprocess.run(["fsfreeze", "--unfreeze", root], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return where
+
+
+def command_ok(tb, args, stdin=None, admin=None):
+    rc, out, err = command(tb, args, stdin, admin=admin)
+    if rc != 0:
+        raise ApiError("nvmevol %s -> %d %s" % (" ".join(args), rc, err.strip()[-300:]))
+    return out
+
+
+def snapshot_files(tb, name, snap):
+    """The files snapshot @snap of @name holds on whichever partition has it (None: no such directory)."""
+    for r in tb.fs_roots():
+        d = os.path.join(r, "nvmevol", "snapshots", name, "data", snap)
+        if os.path.isdir(d):
+            return files_below(d)
+    return None
+
+
+def snapshot_names(tb, name):
+    """The snapshots of @name the daemon lists ([] when it answers an Err: no such volume)."""
+    st, j = tb.admin_call("/Admin.VolumeSnapshots", {"Name": name})
+    return sorted(s["name"] for s in (j or {}).get("snapshots", [])) if st == 200 else []
+
+
+def snapshot_dirs(tb, name):
+    """(records, data directories) of @name's snapshots on every partition."""
+    recs, data = [], []
+    for r in tb.fs_roots():
+        base = os.path.join(r, "nvmevol", "snapshots", name)
+        for sub, out in (("meta", recs), ("data", data)):
+            d = os.path.join(base, sub)
+            out += os.listdir(d) if os.path.isdir(d) else []
+    return sorted(recs), sorted(data)
+
+
+def import_leftovers(tb):
+    """What is in nvmevol/imports/ on any partition (an import's or a full receive's pending directory)."""
+    return entries_in(tb, "imports")
+
+
+def partition_of(tb, name):
+    """The UUID of the partition whose volumes/ holds @name."""
+    d = tb.volume_dir(name)
+    return os.path.basename(os.path.dirname(os.path.dirname(os.path.dirname(d)))) if d else None
+
+
+def remove_fully(tb, name):
+    """@name gone from @tb's daemon: unmounted, unfenced, its snapshots removed, removed."""
+    st, _ = tb.call("/VolumeDriver.Get", {"Name": name})
+    if st != 200:
+        return
+    for mid, n in VolumeView(tb, name).counts.items():
+        for _ in range(n):
+            tb.ok("/VolumeDriver.Unmount", {"Name": name, "ID": mid})
+    tb.admin_ok("/Admin.VolumeUnfence", {"Name": name})
+    for s in tb.admin_ok("/Admin.VolumeSnapshots", {"Name": name}).get("snapshots", []):
+        tb.admin_ok("/Admin.VolumeSnapshotRemove", {"Name": name, "Snapshot": s["name"]})
+    tb.ok("/VolumeDriver.Remove", {"Name": name})
+
+
+def volume_with_files(tb, name, opts, files):
+    """Creates volume @name with @files {relative path: content}; returns its directory."""
+    tb.ok("/VolumeDriver.Create", {"Name": name, "Opts": opts})
+    d = tb.volume_dir(name)
+    for rel, content in files.items():
+        os.makedirs(os.path.dirname(os.path.join(d, rel)), exist_ok=True)
+        with open(os.path.join(d, rel), "wb") as f:
+            f.write(content)
+    return d
+
+
+class Streams:
+    """A full send stream (snapshot r1 of a source volume) and an incremental one (r2 since r1) in files,
+    and the files each snapshot holds; made once by make_streams()."""
+    full = incr = None
+    r1 = r2 = None
+
+
+def make_streams(tb, source, opts):
+    """Creates volume @source with a small tree, snapshots r1 and r2 of it (a file changed, one deleted,
+    one made between them) and sends both into files under @tb's base: fills Streams."""
+    d = volume_with_files(tb, source, opts, {"data.bin": b"first\n" * 2000, "sub/a": b"a", "gone": b"deleted in r2"})
+    command_ok(tb, ["volume", "snapshot", source, "r1"])
+    with open(os.path.join(d, "data.bin"), "r+b") as f:
+        f.write(b"SECOND")
+    os.unlink(os.path.join(d, "gone"))
+    with open(os.path.join(d, "sub", "new"), "wb") as f:
+        f.write(b"made in r2")
+    command_ok(tb, ["volume", "snapshot", source, "r2"])
+    Streams.full, Streams.incr = os.path.join(tb.base, "full.stream"), os.path.join(tb.base, "incr.stream")
+    for path, extra in ((Streams.full, ["--snapshot", "r1"]), (Streams.incr, ["--snapshot", "r2", "--from", "r1"])):
+        with open(path, "wb") as f:
+            rc, _, err = command(tb, ["volume", "send", source] + extra, stdout=f)
+        if rc != 0:
+            raise ApiError("volume send %s -> %s" % (extra, err))
+    Streams.r1, Streams.r2 = snapshot_files(tb, source, "r1"), snapshot_files(tb, source, "r2")
+
+
+def receive(tb, name, path, timeout=COMMAND_TIMEOUT):
+    """`nvmevol volume receive NAME < PATH`: (exit status, stdout, stderr)."""
+    with open(path, "rb") as f:
+        return command(tb, ["volume", "receive", name], stdin=f, timeout=timeout)
+
+
+class Archive:
+    """A tar archive that `volume export` wrote of a small tree (made once by make_archive()), and its files."""
+    path = None
+    files = None
+
+
+def make_archive(tb, source, opts):
+    """Creates volume @source with a small tree, exports it into a file under @tb's base and removes it
+    again: fills Archive (what a `volume import` of it must give)."""
+    d = volume_with_files(tb, source, opts, {"data.bin": b"archived\n" * 3000, "sub/a": b"a", "sub/empty": b""})
+    Archive.path = os.path.join(tb.base, "volume.tar")
+    with open(Archive.path, "wb") as f:
+        rc, _, err = command(tb, ["volume", "export", source], stdout=f)
+    if rc != 0:
+        raise ApiError("volume export %s -> %d %s" % (source, rc, err))
+    Archive.files = files_below(d)
+    remove_fully(tb, source)
+    if archive_files(Archive.path) != Archive.files:
+        raise ApiError("the archive of %s does not hold its files" % source)
+
+
+def archive_files(path):
+    """{relative path: content} of the regular files in tar archive @path (None: not a whole archive)."""
+    import tarfile
+    out = {}
+    try:
+        with tarfile.open(path, "r:") as t:
+            for m in t:
+                if m.isfile():
+                    out[os.path.normpath(m.name)] = t.extractfile(m).read()
+    except (tarfile.TarError, EOFError, OSError):
+        return None
+    return out
+
+
+def sample_points(points, n, draw, syscall=lambda p: p[0]):
+    """@n of @points, drawn one syscall (@syscall(point)) after the other, each in random order (@draw, a
+    random.Random), so that a rare syscall (a rename, an fsync, a FIFREEZE) is drawn as surely as the
+    hundreds of opens; in their order in @points."""
+    by_sc = {}
+    for i, p in enumerate(points):
+        by_sc.setdefault(syscall(p), []).append(i)
+    for idx in by_sc.values():
+        draw.shuffle(idx)
+    picked = []
+    while len(picked) < min(n, len(points)):
+        for sc in sorted(by_sc):
+            if by_sc[sc] and len(picked) < n:
+                picked.append(by_sc[sc].pop())
+    return [points[i] for i in sorted(picked)]

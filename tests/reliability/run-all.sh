@@ -57,6 +57,7 @@ if [ "$MODE" = soak ]; then
 		"crashpoints|ok|$HERE/crashpoints.py"
 		"crashpoints-move|ok|$HERE/crashpoints.py --ops recvfull,recvincr,move"
 		"crashpoints-evacuate|ok|$HERE/crashpoints.py --ops fence,evacuate,evacuatelive,evacuatefinal,evacuatesnap"
+		"crashpoints-import|ok|$HERE/crashpoints.py --ops import,export"
 		"errinject|ok|$HERE/errinject.py"
 		"errinject-sabotage|ok|$HERE/errinject.py --sabotage --max-points 10"
 		"errinject-asan|ok|$HERE/errinject.py --binary $NVMEVOL_ASAN_BINARY"
@@ -79,7 +80,12 @@ else
 		# snapshots), the first and last of each; the soak runs every point.
 		"crashpoints-move|ok|$HERE/crashpoints.py --ops recvfull,recvincr,move --syscalls renameat,renameat2,fsync,ioctl --spread 2"
 		"crashpoints-evacuate|ok|$HERE/crashpoints.py --ops fence,evacuate,evacuatelive,evacuatefinal,evacuatesnap --sample 6"
-		"errinject|ok|$HERE/errinject.py --ci"
+		# Import and export killed at 20 points each, drawn one syscall after another.
+		"crashpoints-import|ok|$HERE/crashpoints.py --ops import,export --sample 20"
+		# The Docker API's operations and the admin ones (snapshot, its removal, rollback, export, import, receive,
+		# fence, evacuate) with every errno, start-up with EIO: 20 points of each drawn one syscall after another (a
+		# new seed each run, printed); the soak runs every point.
+		"errinject|ok|$HERE/errinject.py --ci --sample 20"
 		"errinject-sabotage|ok|$HERE/errinject.py --sabotage --max-points 4"
 		"faults|ok|$HERE/faults.py"
 		"hostile|ok|$HERE/hostile.py 12000"
