@@ -694,6 +694,9 @@ class AdminState:
     def __init__(self, tb, name):
         self.view = VolumeView(tb, name, True)
         self.snapshots = snapshot_names(tb, name)
+        st, j = tb.admin_call("/Admin.VolumeSnapshots", {"Name": name})
+        self.evacuation = sorted(x["name"] for x in (j or {}).get("snapshots", []) if x.get("evacuation")) \
+            if st == 200 else []
         self.snapshot_dirs = snapshot_dirs(tb, name)
         self.snapshot_data = {s: snapshot_files(tb, name, s) for s in self.snapshots}
         rec = tb.record(name)[1] or {}
@@ -810,8 +813,15 @@ def admin_took_effect(tb, op, before, now, want, answer):
 
 def admin_changed_nothing(before, now):
     """Why @op, which failed, changed something (empty: it did not). A failed rollback or receive
-    leaves the previous state; a failed import or full receive leaves no volume."""
+    leaves the previous state; a failed import or full receive leaves no volume. A failed evacuation
+    may keep its own snapshot (evacuate-N, marked evacuation), the documented base of its next pass."""
     b, a = before.essence(), now.essence()
+    keep = [n for n in now.evacuation if n not in before.snapshots]
+    if keep:
+        a["snapshots"] = [n for n in a["snapshots"] if n not in keep]
+        a["snapshot_dirs"] = tuple([f for f in part if f not in keep and f[:-5] not in keep]
+                                   for part in a["snapshot_dirs"])
+        a["snapshot_data"] = {k: v for k, v in a["snapshot_data"].items() if k not in keep}
     return [(k, "%s -> %s" % (short(b[k]), short(a[k]))) for k in b if b[k] != a[k]]
 
 
