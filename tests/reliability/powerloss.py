@@ -207,7 +207,9 @@ def move_steps(key, dst, before, src_after, dst_after, passes, tree):
     snapshots, the last one the final pass's; @tree: the volume's files (nothing writes it meanwhile).
     The steps (cmd-move.c): per pass, the snapshot here, the receive there (a full one commits the
     volume, then takes the snapshot), the previous pass's snapshot removed here, then there; before
-    the final pass, the fence."""
+    the final pass, the fence. With live passes the copy there is fenced toward this node after the
+    first one, and unfenced after the final pass (before the snapshots are dropped)."""
+    here = os.uname().nodename   # what the plugin names this node (nodepin.c)
     seq = [{key: before, dst: None}]
 
     def step(k, change):
@@ -225,12 +227,17 @@ def move_steps(key, dst, before, src_after, dst_after, passes, tree):
             sp["snap_ids"].pop(sn, None)
         return sp
     for i, sn in enumerate(passes):
-        if i == len(passes) - 1:
+        last = i == len(passes) - 1
+        if last:
             step(key, lambda sp: dict(copy.deepcopy(sp), fenced=src_after["fenced"]))
         step(key, lambda sp: with_snap(sp, sn, True))
         if i == 0:
             step(dst, lambda sp: dict(copy.deepcopy(dst_after), snaps={}, snap_ids={}))
         step(dst, lambda sp: with_snap(sp, sn, True))
+        if i == 0 and not last:
+            step(dst, lambda sp: dict(copy.deepcopy(sp), fenced=here))
+        if last and i > 0:
+            step(dst, lambda sp: dict(copy.deepcopy(sp), fenced=dst_after["fenced"]))
         if i > 0:
             step(key, lambda sp: with_snap(sp, passes[i - 1], False))
             step(dst, lambda sp: with_snap(sp, passes[i - 1], False))
