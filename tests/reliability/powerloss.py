@@ -83,9 +83,34 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
+SH_TIMEOUT = 180  # seconds: a tool that hangs (mount, xfs_repair, dmsetup) fails the run with where, not the guest's timeout
+
+
+def blocked_tasks():
+    """The tasks in D state with their kernel stacks: what a hung tool waits on."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/stat" % pid) as f:
+                st = f.read()
+            if st.rsplit(")", 1)[1].split()[0] != "D":
+                continue
+            with open("/proc/%s/stack" % pid) as f:
+                out.append("%s %s\n%s" % (pid, st.split("(", 1)[1].rsplit(")", 1)[0], f.read().strip()))
+        except (OSError, IndexError):
+            continue
+    return "\n".join(out) or "(none)"
+
+
 def sh(*cmd, check=True):
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       env=dict(os.environ, DM_DISABLE_UDEV="1"))
+    try:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           env=dict(os.environ, DM_DISABLE_UDEV="1"), timeout=SH_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        dmesg = subprocess.run(["dmesg"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
+        log("%s did not end in %d s; tasks in D state:\n%s\ndmesg:\n%s" % (" ".join(cmd), SH_TIMEOUT, blocked_tasks(),
+                                                                         dmesg[-2000:]))
+        raise RuntimeError("%s did not end in %d s (stacks and dmesg in the log above)" % (" ".join(cmd), SH_TIMEOUT))
     if check and r.returncode != 0:
         raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd), r.returncode, r.stdout.strip()))
     return r
