@@ -256,8 +256,9 @@ int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, c
 	_cleanup_close_ int sfd = -EBADF, dfd = -EBADF;
 	_cleanup_free_ char *why = NULL;
 	Volume *src = prep->source;
+	/* The wait for XFS's writeback within Docker's patience (clone.h). */
 	CloneParams p = { .freeze_budget_ms = (unsigned)m->cfg->clone_freeze_budget_ms, .allow_copy = prep->copy,
-			  .mem_max = m->cfg->clone_memory_mb << 20 };
+			  .mem_max = m->cfg->clone_memory_mb << 20, .writeback_wait_ms = CLONE_WRITEBACK_WAIT_CREATE_MS };
 	CloneStats st = { 0 };
 	const FreezeMarker marker = { .dir_fd = store_freeze_dir(m->store), .name = prep->part->uuid };
 	char use[PATH_MAX + 128] = "";
@@ -293,7 +294,6 @@ int manager_clone_run(Manager *m, ClonePrep *prep, Volume *v, PartitionFs *fs, c
 		/* Always: writes that race with the clone are carried over, or fail a copy (clone.h). */
 		p.freeze_fd = fs->root_fd;
 		p.freeze_marker = &marker;
-		p.writeback_wait_ms = CLONE_WRITEBACK_WAIT_CREATE_MS; /* within Docker's patience (clone.h) */
 		r = clone_tree(&p, &st, &why);
 	}
 	pthread_mutex_unlock(&src->op_lock);

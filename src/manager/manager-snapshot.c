@@ -282,7 +282,8 @@ static int take(Manager *m, Volume *v, PartitionFs *fs, VolumeSnapshot *s, char 
 	_cleanup_free_ char *why = NULL;
 	const FreezeMarker marker = { .dir_fd = store_freeze_dir(m->store), .name = v->part->uuid };
 	CloneParams p = { .freeze_budget_ms = (unsigned)m->cfg->clone_freeze_budget_ms,
-			  .mem_max = m->cfg->clone_memory_mb << 20, .freeze_marker = &marker };
+			  .mem_max = m->cfg->clone_memory_mb << 20, .freeze_marker = &marker,
+			  .writeback_wait_ms = CLONE_WRITEBACK_WAIT_MS };
 	SnapDir d = SNAPDIR_NULL;
 	CloneStats st = { 0 };
 	char use[PATH_MAX + 128] = "";
@@ -329,7 +330,6 @@ static int take(Manager *m, Volume *v, PartitionFs *fs, VolumeSnapshot *s, char 
 	p.dst_fd = dfd;
 	p.freeze_fd = fs->root_fd;
 	s->volume_in_use = manager_volume_known_in_use(v, fs, v->mounted || volume_mount_total(v) > 0, use, sizeof(use));
-	p.writeback_wait_ms = CLONE_WRITEBACK_WAIT_MS;
 	/* Always frozen, in use or not: the plugin cannot see every writer (manager-clone.c). */
 	r = clone_tree(&p, &st, &why);
 	if (r < 0) {
