@@ -15,6 +15,9 @@
 # only when they fail. A stage that ran no test fails. With CI=true (.ci/run) a skipped test is a
 # failure unless tests/allowed-skips.txt lists it with its reason. After each stage that makes loop
 # devices, tests/check-leftovers.sh must find none of them left attached or mounted.
+# The whole script is one block, read before it runs: bash reads a script as it goes, so an edit of
+# this file during a run would otherwise go on from a shifted offset (it once ran every stage).
+{
 set -u
 cd "$(dirname "$0")/.."
 REPO=$PWD
@@ -60,7 +63,8 @@ counts_from_log() {
 run_stage() {
 	local stage=$1; shift
 	local start end log=$LOGDIR/$stage.log p f s
-	note "$stage"
+	# The free space too: a full disk stalls what writes to it (a qemu guest pauses), silently.
+	note "$stage ($(df -Pm "$NVMEVOL_TEST_TMPDIR" | awk 'NR == 2 { print $4 }') MiB free for fixtures)"
 	start=$(date +%s)
 	"$@" 2>&1 | tee "$log"
 	local rc=${PIPESTATUS[0]}
@@ -189,6 +193,16 @@ done
 
 rmdir "$NVMEVOL_TEST_TMPDIR" 2>/dev/null || echo "left in $NVMEVOL_TEST_TMPDIR: $(ls -A "$NVMEVOL_TEST_TMPDIR")"
 
+# What failed, from each failing stage's log, next to the summary: CI shows only the end of a run.
+FAILED_STAGES=$(printf '%s\n' "${STAGE_RESULTS[@]}" | awk '$4 > 0 { print $1 }')
+if [ -n "$FAILED_STAGES" ]; then
+	note "failures (the first lines of each failing stage's log that name one)"
+	for s in $FAILED_STAGES; do
+		grep -aE '^\[FAIL\]|^not ok|FAILED|TIMEOUT|did not end|no test ran|left loop devices' "$LOGDIR/$s.log" |
+			head -n 12 | cut -c1-300 | sed "s/^/$s: /"
+	done
+fi
+
 note "summary ($(( $(date +%s) - T0 ))s)"
 printf '%s\n' "${STAGE_RESULTS[@]}"
 # Distinct tests: the meson stages' by name (asan runs unit's again), the others' as counted.
@@ -197,3 +211,5 @@ DISTINCT=$(( $(cat "$LOGDIR"/*.ids 2>/dev/null | sort -u | wc -l) + OTHER_TESTS 
 echo "$DISTINCT tests, $((TOTAL_PASS + TOTAL_FAIL)) runs"
 echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
 [ "$TOTAL_FAIL" -eq 0 ]
+exit
+}

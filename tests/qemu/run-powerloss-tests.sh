@@ -30,6 +30,8 @@
 # given wins), e.g. "--flush-sample 60 --reorders 30" between CI and --full.
 # POWERLOSS_RECORDINGS: only these recordings ("2", "1", "s", "t", "f"), e.g. a
 # --full run split over two boots.
+# POWERLOSS_BUDGET: seconds each recording may run before the guest's watchdog
+# reports it hung (default: budget_for below).
 main() {
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -100,8 +102,10 @@ tar -C /usr/lib -cf - --exclude='python3.11/test' --exclude='python3.11/config-*
 	python3.11 | tar -C "$py/lib" -xf -
 
 q=()
+# werror/rerror=report: a host disk that fills up fails the guest's write with EIO, where qemu's
+# default (enospc) would pause the guest, silent until its timeout.
 disk() { # disk SERIAL IMAGE
-	q+=(--qemu-arg -drive --qemu-arg "if=none,id=$1,format=raw,cache=unsafe,file=$2")
+	q+=(--qemu-arg -drive --qemu-arg "if=none,id=$1,format=raw,cache=unsafe,werror=report,rerror=report,file=$2")
 	q+=(--qemu-arg -device --qemu-arg "virtio-blk-pci,drive=$1,serial=$1")
 }
 for r in $RECS; do
@@ -123,14 +127,61 @@ args_for() { # args_for RECORDING
 	full,*) echo "--parts $1 --reorders 200 --torn 100" ;;
 	esac
 }
+# Seconds a recording may run in the guest (a CI run's take about a fifth of it, --full's a third).
+budget_for() { # budget_for RECORDING
+	[ -n "${POWERLOSS_BUDGET:-}" ] && { echo "$POWERLOSS_BUDGET"; return; }
+	case "$MODE,$1" in
+	full,*) echo 5400 ;;
+	*,2 | *,1) echo 420 ;;
+	*) echo 180 ;;
+	esac
+}
 script=$work/guest.sh
 {
 	echo 'dev() { for d in /sys/block/vd*; do [ "$(cat $d/serial 2>/dev/null)" = "$1" ] && echo /dev/${d##*/}; done; }'
 	echo 'for i in $(seq 1 100); do [ -n "$(dev pwlcow)" ] && break; sleep 0.1; done'
+	# The watchdog: a recording past its budget is a failure that names where everything waits (the
+	# tasks in D state with their kernel stacks, the script's threads, memory, the kernel's log), not
+	# a silent guest until its timeout. One that SIGKILL cannot end (asleep in the kernel) powers the
+	# guest off: nothing after it could use the device-mapper names it holds.
+	cat <<-'EOF'
+	watchdog() { # watchdog PID SECONDS RECORDING
+		s=0
+		while [ $s -lt $2 ]; do sleep 5; s=$((s + 5)); kill -0 $1 2>/dev/null || return 0; done
+		: >/tmp/powerloss-hung
+		echo "[FAIL] powerloss: recording $3 still running after $2 s (what it waits on follows)"
+		echo 1 >/proc/sys/kernel/sysrq; echo w >/proc/sysrq-trigger
+		kill -USR1 $1; sleep 3
+		cat /tmp/powerloss-threads.txt
+		d=
+		for t in /proc/[0-9]*; do
+			[ "$(cut -d' ' -f3 $t/stat 2>/dev/null)" = D ] && d="$d $(cat $t/comm) in $(head -n 1 $t/stack | cut -c1-60);"
+		done
+		echo "powerloss: FAILED recording $3 hung: the script at powerloss.py lines $(grep -o 'powerloss.py", line [0-9]*' /tmp/powerloss-threads.txt | head -n 2 | sed 's/.* //' | tr '\n' ' ')(powerloss.py, innermost first); tasks in D state:${d:- none}"
+		grep -E '^(MemTotal|MemAvailable|Dirty|Writeback|Shmem):' /proc/meminfo
+		for t in /proc/[0-9]*; do
+			[ "$(cut -d' ' -f3 $t/stat 2>/dev/null)" = D ] || continue
+			echo "task ${t#/proc/} $(cat $t/comm) in D state:"; cat $t/stack
+		done
+		dmesg | sed -n '/sysrq: Show Blocked State/,$p' | tail -n 200
+		kill -9 $1; sleep 10
+		if ! kill -0 $1 2>/dev/null; then
+			# What it left for the next recording: its daemons, mounts and device-mapper names.
+			killall -9 nvmevol 2>/dev/null; sleep 1
+			grep -o ' /tmp/pwl[^ ]*' /proc/mounts | sort -r | while read -r m; do umount -l "$m"; done
+			DM_DISABLE_UDEV=1 dmsetup remove_all
+			return 0
+		fi
+		echo "powerloss: recording $3 did not end on SIGKILL: powering off"
+		echo "NVMEVOL-GUEST-EXIT=1"; sync; poweroff -f
+	}
+	EOF
 	echo 'rc=0'
 	for r in $RECS; do
 		echo "/usr/bin/python3 /work/rel/powerloss.py --data \$(dev pwld$r) --log \$(dev pwll$r) --replay \$(dev pwlr$r)" \
-			"--cow \$(dev pwlcow) --binary /work/nvmevol $(args_for "$r") ${SEED:+--seed $SEED} ${POWERLOSS_ARGS:-} || rc=1"
+			"--cow \$(dev pwlcow) --binary /work/nvmevol $(args_for "$r") ${SEED:+--seed $SEED} ${POWERLOSS_ARGS:-} &"
+		echo "pid=\$!; watchdog \$pid $(budget_for "$r") $r & wd=\$!"
+		echo 'wait $pid || rc=1; [ -e /tmp/powerloss-hung ] && wait $wd; kill $wd 2>/dev/null; rm -f /tmp/powerloss-hung'
 	done
 	echo 'exit $rc'
 } >"$script"

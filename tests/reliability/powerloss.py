@@ -49,6 +49,7 @@ passes only if a cut reports a violation.
 
 import argparse
 import copy
+import faulthandler
 import io
 import json
 import os
@@ -103,17 +104,34 @@ def blocked_tasks():
 
 
 def sh(*cmd, check=True):
+    # Not subprocess.run(timeout=): after its timeout it kills the child and then waits for it without
+    # a bound, forever when the child sleeps uninterruptibly (D state) in the kernel; here the run fails
+    # naming the tool whether or not the kill takes.
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=dict(os.environ, DM_DISABLE_UDEV="1"))
     try:
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                           env=dict(os.environ, DM_DISABLE_UDEV="1"), timeout=SH_TIMEOUT)
+        out, _ = p.communicate(timeout=SH_TIMEOUT)
     except subprocess.TimeoutExpired:
-        dmesg = subprocess.run(["dmesg"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
-        log("%s did not end in %d s; tasks in D state:\n%s\ndmesg:\n%s" % (" ".join(cmd), SH_TIMEOUT, blocked_tasks(),
-                                                                         dmesg[-2000:]))
+        p.kill()
+        try:
+            p.wait(timeout=5)
+            how = "killed"
+        except subprocess.TimeoutExpired:
+            how = "still there after SIGKILL (uninterruptible)"
+        log("%s did not end in %d s (%s); tasks in D state:\n%s\ndmesg:\n%s" % (
+            " ".join(cmd), SH_TIMEOUT, how, blocked_tasks(), dmesg_tail()))
         raise RuntimeError("%s did not end in %d s (stacks and dmesg in the log above)" % (" ".join(cmd), SH_TIMEOUT))
-    if check and r.returncode != 0:
-        raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd), r.returncode, r.stdout.strip()))
-    return r
+    if check and p.returncode != 0:
+        raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd), p.returncode, out.strip()))
+    return subprocess.CompletedProcess(cmd, p.returncode, out)
+
+
+def dmesg_tail(n=3000):
+    try:
+        return subprocess.run(["dmesg"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=30).stdout[-n:]
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return "(dmesg: %r)" % e
 
 
 def sectors(dev):
@@ -1326,6 +1344,10 @@ def main():
     ap.add_argument("--ops", type=int, default=None, help="stop the workload after this many requests")
     ap.add_argument("--binary", default=nvtlib.default_binary())
     args = ap.parse_args()
+    # The guest's watchdog (run-powerloss-tests.sh) sends SIGUSR1 to a recording that runs past its
+    # budget: where each thread of this script is, before it is killed.
+    # Also to a file the watchdog sums up in one line (CI shows the end of a run only).
+    faulthandler.register(signal.SIGUSR1, file=open("/tmp/powerloss-threads.txt", "w"), all_threads=True)
     seed = args.seed if args.seed is not None else random.randrange(1 << 32)
     print("powerloss: seed %d (--seed %d replays it), %d partition(s)%s" %
           (seed, seed, args.parts, ", SABOTAGE" if args.sabotage else ""), flush=True)
