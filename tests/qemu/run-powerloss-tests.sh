@@ -186,6 +186,9 @@ script=$work/guest.sh
 	echo 'exit $rc'
 } >"$script"
 
+# The host as the guest meets it (a CI run once went silent here): its load, free space, busiest tasks.
+echo "$SUITE: host load $(cut -d' ' -f1-3 /proc/loadavg), $(df -Pm "$work" | awk 'NR == 2 { print $4 }') MiB free;" \
+	"busiest: $(ps -eo pcpu=,comm= --sort=-pcpu | head -n 4 | awk '{ printf "%s %s%%, ", $2, $1 }')" >&2
 log=$work/guest.log
 timeout=${NVMEVOL_QEMU_TIMEOUT:-$([ "$MODE" = full ] && echo 14400 || echo 900)}
 qemu_boot "$log" --timeout "$timeout" --mem 1536 \
