@@ -198,8 +198,10 @@ FAILED_STAGES=$(printf '%s\n' "${STAGE_RESULTS[@]}" | awk '$4 > 0 { print $1 }')
 if [ -n "$FAILED_STAGES" ]; then
 	note "failures (the first lines of each failing stage's log that name one)"
 	for s in $FAILED_STAGES; do
-		grep -aE '^\[FAIL\]|^not ok|FAILED|TIMEOUT|did not end|no test ran|left loop devices' "$LOGDIR/$s.log" |
-			head -n 12 | cut -c1-300 | sed "s/^/$s: /"
+		lines=$(grep -aE '^\[FAIL\]|^not ok|FAILED|TIMEOUT|did not end|no test ran|left loop devices' "$LOGDIR/$s.log" |
+			head -n 12)
+		[ -n "$lines" ] || lines=$(tail -n 3 "$LOGDIR/$s.log") # none named: how the log ends
+		printf '%s\n' "$lines" | cut -c1-300 | sed "s/^/$s: /"
 	done
 fi
 
