@@ -157,7 +157,7 @@ script=$work/guest.sh
 		for t in /proc/[0-9]*; do
 			[ "$(cut -d' ' -f3 $t/stat 2>/dev/null)" = D ] && d="$d $(cat $t/comm) in $(head -n 1 $t/stack | cut -c1-60);"
 		done
-		echo "powerloss: FAILED recording $3 hung: the script at powerloss.py lines $(grep -o 'powerloss.py", line [0-9]*' /tmp/powerloss-threads.txt | head -n 2 | sed 's/.* //' | tr '\n' ' ')(powerloss.py, innermost first); tasks in D state:${d:- none}"
+		echo "powerloss: FAILED recording $3 hung: the script at powerloss.py lines $(grep -o 'powerloss.py", line [0-9]*' /tmp/powerloss-threads.txt | head -n 2 | sed 's/.* //' | tr '\n' ' ')(innermost first); tasks in D state:${d:- none}"
 		grep -E '^(MemTotal|MemAvailable|Dirty|Writeback|Shmem):' /proc/meminfo
 		for t in /proc/[0-9]*; do
 			[ "$(cut -d' ' -f3 $t/stat 2>/dev/null)" = D ] || continue
