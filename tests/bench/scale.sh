@@ -525,8 +525,8 @@ print_table() {
         drow "${kind/populate/create}s per second through the API (one by one)" "$pl" "$pn" "$(div "$pl" "$pn" 2)" "" "" ""
     done
     echo "(a control cycle: docker volume create + docker run --rm -v + docker volume rm, alternated with local's and
-the reference plugin's (tests/bench/refplugin.c, what any managed plugin costs); the rates: / local is time:, local's
-rate over nvmevol's; the issue sets no goal for ls, create and the rates: a reference)"
+the reference plugin's (tests/bench/refplugin.c, what any managed plugin costs); for the rates, / local is the
+time taken, local's rate over nvmevol's; the issue sets no goal for ls, create and the rates: a reference)"
 }
 
 echo
