@@ -472,6 +472,35 @@ if vol:
                       f"{(sb / nb) / (sa / na):.2f} (time) |")
     vmd.append("")
 
+# ------------------------------------------------------ scale (issue 23)
+# tests/bench/scale.sh --save prints its table into raw/scale.txt: embedded verbatim where the
+# hand-written section 6 asks for it (@@SCALE@@), else at the end; each figure with a goal also
+# goes into the Aims table.
+smd = []
+scp = os.path.join(raw, "scale.txt")
+if os.path.exists(scp):
+    stxt = open(scp).read().rstrip()
+    smd = ["```", stxt, "```", ""]
+    cols = []
+    for line in stxt.splitlines():
+        cells = [c.strip() for c in line.split(" | ")]
+        if cells[0] == "figure":
+            cols = [c.split()[0] for c in cells[1:-2]] if "ratio" in line else []
+            dock = "local" in cells
+            continue
+        if not cols or len(cells) < 3:
+            continue
+        if dock:   # figure | local | nvmevol | ÷ local | ratio | goal [| why]
+            r = cells[4].split()
+            if len(r) == 2:
+                aims.append((f"issue 23, through Docker: {cells[0]}, nvmevol ÷ local {cells[5]}", cells[3], r[1] == "met"))
+            continue
+        goal = cells[1 + len(cols)] if len(cells) > 1 + len(cols) else ""
+        for col, cell in zip(cols, cells[1:1 + len(cols)]):
+            v = cell.split()
+            if len(v) == 3:
+                aims.append((f"issue 23, {col} volumes: {cells[0]} {goal}", f"{v[0]} ({v[1]} of the goal)", v[2] == "met"))
+
 # --------------------------------------------------------------------- aims
 at = ["## Aims\n", "| aim | measured | |", "|---|---:|---|"]
 for a, v, ok in aims:
@@ -485,6 +514,10 @@ if "@@VOLUMES@@" in text:
     text = text.replace("@@VOLUMES@@", "\n".join(vmd))
 elif vmd:
     text += "\n" + "\n".join(vmd) + "\n"
+if "@@SCALE@@" in text:
+    text = text.replace("@@SCALE@@", "\n".join(smd))
+elif smd:
+    text += "\n" + "\n".join(smd) + "\n"
 with open(out_md, "w") as f:
     f.write(text)
 print(f"wrote {out_md}")

@@ -5,6 +5,8 @@
  *   sockbench populate SOCK PREFIX FROM TO
  *       Create volumes PREFIX%06d for FROM <= i < TO (selftest=off); prints
  *       "created N in S s, p50 X us, p99 Y us".
+ *   sockbench remove SOCK PREFIX FROM TO
+ *       Remove them again; prints "removed N in S s, ...".
  *   sockbench endpoints SOCK PREFIX NVOLS ROUNDS SAMPLES
  *       Per-endpoint latency with NVOLS volumes PREFIX%06d present. Each round:
  *       Capabilities, Capabilities on a new connection, Get (random existing
@@ -169,20 +171,23 @@ static void report(const char *name, int round, double *v, size_t n)
 		(arr)[(idx)] = now_us() - t0_;             \
 	} while (0)
 
-static int cmd_populate(const char *prefix, long from, long to)
+static int cmd_populate(const char *prefix, long from, long to, int remove)
 {
 	double *v = calloc((size_t)(to - from + 1), sizeof(double)), t0 = now_us();
 	char body[512];
 	for (long i = from; i < to; i++) {
-		snprintf(body, sizeof(body), "{\"Name\":\"%s%06ld\",\"Opts\":{\"selftest\":\"off\"}}", prefix, i);
-		TIMED(v, i - from, request("/VolumeDriver.Create", body));
+		if (remove)
+			snprintf(body, sizeof(body), "{\"Name\":\"%s%06ld\"}", prefix, i);
+		else
+			snprintf(body, sizeof(body), "{\"Name\":\"%s%06ld\",\"Opts\":{\"selftest\":\"off\"}}", prefix, i);
+		TIMED(v, i - from, request(remove ? "/VolumeDriver.Remove" : "/VolumeDriver.Create", body));
 	}
 	size_t n = (size_t)(to - from);
 	if (n == 0)
 		return 0;
 	double total = (now_us() - t0) / 1e6;
 	qsort(v, n, sizeof(*v), cmp_d);
-	printf("created %zu in %.2f s, p50 %.0f us, p99 %.0f us\n", n, total, v[(n - 1) / 2],
+	printf("%s %zu in %.2f s, p50 %.0f us, p99 %.0f us\n", remove ? "removed" : "created", n, total, v[(n - 1) / 2],
 	       v[(size_t)(0.99 * (double)(n - 1) + 0.5)]);
 	return 0;
 }
@@ -284,9 +289,9 @@ static int cmd_ready(long timeout_ms, char **argv, int activate_first)
 
 int main(int argc, char **argv)
 {
-	if (argc >= 6 && !strcmp(argv[1], "populate")) {
+	if (argc >= 6 && (!strcmp(argv[1], "populate") || !strcmp(argv[1], "remove"))) {
 		sock_path = argv[2];
-		return cmd_populate(argv[3], atol(argv[4]), atol(argv[5]));
+		return cmd_populate(argv[3], atol(argv[4]), atol(argv[5]), !strcmp(argv[1], "remove"));
 	}
 	if (argc >= 7 && !strcmp(argv[1], "endpoints")) {
 		sock_path = argv[2];
