@@ -1345,8 +1345,8 @@ def main():
     ap.add_argument("--binary", default=nvtlib.default_binary())
     args = ap.parse_args()
     # The guest's watchdog (run-powerloss-tests.sh) sends SIGUSR1 to a recording that runs past its
-    # budget: where each thread of this script is, before it is killed.
-    # Also to a file the watchdog sums up in one line (CI shows the end of a run only).
+    # budget: where each thread of this script is, written to a file the watchdog prints and sums up
+    # in one line (CI shows only the end of a run), before it kills the recording.
     faulthandler.register(signal.SIGUSR1, file=open("/tmp/powerloss-threads.txt", "w"), all_threads=True)
     seed = args.seed if args.seed is not None else random.randrange(1 << 32)
     print("powerloss: seed %d (--seed %d replays it), %d partition(s)%s" %
