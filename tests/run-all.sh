@@ -33,6 +33,7 @@ export NVMEVOL_TEST_TMPDIR
 TOTAL_PASS=0
 TOTAL_FAIL=0
 TOTAL_SKIP=0
+FAILED_STAGES= # the stages with a failure, for the failures section before the summary
 OTHER_TESTS=0 # tests of the stages that report no test names (each stage's own)
 STAGE_RESULTS=()
 STEP_STAGES=" deps build "
@@ -46,6 +47,7 @@ record() {
 	TOTAL_PASS=$((TOTAL_PASS + pass))
 	TOTAL_FAIL=$((TOTAL_FAIL + fail))
 	TOTAL_SKIP=$((TOTAL_SKIP + skip))
+	[ "$fail" -eq 0 ] || FAILED_STAGES+=" $stage"
 	STAGE_RESULTS+=("$(printf '%-12s %5d passed %4d failed %4d skipped %6ss' "$stage" "$pass" "$fail" "$skip" "$secs")")
 }
 
@@ -194,7 +196,6 @@ done
 rmdir "$NVMEVOL_TEST_TMPDIR" 2>/dev/null || echo "left in $NVMEVOL_TEST_TMPDIR: $(ls -A "$NVMEVOL_TEST_TMPDIR")"
 
 # What failed, from each failing stage's log, next to the summary: CI shows only the end of a run.
-FAILED_STAGES=$(printf '%s\n' "${STAGE_RESULTS[@]}" | awk '$4 > 0 { print $1 }')
 if [ -n "$FAILED_STAGES" ]; then
 	note "failures (the first lines of each failing stage's log that name one)"
 	for s in $FAILED_STAGES; do

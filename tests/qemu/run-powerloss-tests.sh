@@ -153,16 +153,17 @@ script=$work/guest.sh
 		echo 1 >/proc/sys/kernel/sysrq; echo w >/proc/sysrq-trigger
 		kill -USR1 $1; sleep 3
 		cat /tmp/powerloss-threads.txt
+		# One pass over the tasks in D state: their top frames for the summary line, whole stacks after it.
 		d=
+		: >/tmp/powerloss-dstate.txt
 		for t in /proc/[0-9]*; do
-			[ "$(cut -d' ' -f3 $t/stat 2>/dev/null)" = D ] && d="$d $(cat $t/comm) in $(head -n 1 $t/stack | cut -c1-60);"
+			[ "$(cut -d' ' -f3 $t/stat 2>/dev/null)" = D ] || continue
+			d="$d $(cat $t/comm) in $(head -n 1 $t/stack | cut -c1-60);"
+			{ echo "task ${t#/proc/} $(cat $t/comm) in D state:"; cat $t/stack; } >>/tmp/powerloss-dstate.txt
 		done
 		echo "powerloss: FAILED recording $3 hung: the script at powerloss.py lines $(grep -o 'powerloss.py", line [0-9]*' /tmp/powerloss-threads.txt | head -n 2 | sed 's/.* //' | tr '\n' ' ')(innermost first); tasks in D state:${d:- none}"
 		grep -E '^(MemTotal|MemAvailable|Dirty|Writeback|Shmem):' /proc/meminfo
-		for t in /proc/[0-9]*; do
-			[ "$(cut -d' ' -f3 $t/stat 2>/dev/null)" = D ] || continue
-			echo "task ${t#/proc/} $(cat $t/comm) in D state:"; cat $t/stack
-		done
+		cat /tmp/powerloss-dstate.txt
 		dmesg | sed -n '/sysrq: Show Blocked State/,$p' | tail -n 200
 		kill -9 $1; sleep 10
 		if ! kill -0 $1 2>/dev/null; then
