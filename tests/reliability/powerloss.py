@@ -845,7 +845,18 @@ class Expected:
         self.model = wl.after[k - 1] if k > 0 else {}
         self.cordons = [wl.cordons_after[k - 1] if k > 0 else set(), wl.cordons_after[k]]
         if wl.ops[k][0] == "write":
-            return   # the user's files being written: only those written before
+            # A user's overwrite is not atomic: at a cut inside it, the files it rewrites or deletes may
+            # hold the old content, the new, or a part of either; the rest of the volume is as before.
+            self.model = copy.deepcopy(self.model)
+            for n in wl.ops[k][1]:
+                before, after = self.model.get(n), wl.after[k].get(n)
+                if not before or not after:
+                    continue
+                touched = {r for r in set(before["files"]) | set(after["files"])
+                           if before["files"].get(r) != after["files"].get(r)}
+                before["files"] = {r: c for r, c in before["files"].items() if r not in touched}
+                before["exact"] = before["exact"] and not touched
+            return
         if k in wl.timelines:
             self.timeline = wl.timelines[k]
         else:
