@@ -197,10 +197,13 @@ rmdir "$NVMEVOL_TEST_TMPDIR" 2>/dev/null || echo "left in $NVMEVOL_TEST_TMPDIR: 
 
 # What failed, from each failing stage's log, next to the summary: CI shows only the end of a run.
 if [ -n "$FAILED_STAGES" ]; then
-	note "failures (the first lines of each failing stage's log that name one)"
+	note "failures (the first lines of each failing stage's log that name one, with their detail lines and seeds)"
 	for s in $FAILED_STAGES; do
-		lines=$(grep -aE '^\[FAIL\]|^not ok|FAILED|TIMEOUT|did not end|no test ran|left loop devices' "$LOGDIR/$s.log" |
-			head -n 12)
+		# A failure line, the indented lines right after it (what a check found; 4 at most) and
+		# any line that names a seed (a randomised suite's replay).
+		lines=$(awk '/^\[FAIL\]|^not ok|FAILED|TIMEOUT|did not end|no test ran|left loop devices/ { print; d = 4; next }
+			d > 0 && /^[ \t#]/ { print; d--; next } { d = 0 } /[Ss]eed [0-9]+/ { print }' "$LOGDIR/$s.log" |
+			head -n 30)
 		[ -n "$lines" ] || lines=$(tail -n 3 "$LOGDIR/$s.log") # none named: how the log ends
 		printf '%s\n' "$lines" | cut -c1-300 | sed "s/^/$s: /"
 	done
