@@ -2,21 +2,28 @@
 /*
  * Receive: where the records of `nvmevol volume receive` are applied, and
  * their commit. A full stream is an import (manager-import.c: a directory in
- * nvmevol/imports/ that becomes a new volume through Create's commit order),
- * then the snapshot the stream shows is taken with the sender's ID. An
- * incremental one is applied to a block-sharing copy of its base snapshot
+ * nvmevol/imports/ that becomes a new volume through Create's commit order).
+ * An incremental one is applied to a block-sharing copy of its base snapshot
  * (found by the sender's ID) in nvmevol/snapshots/VOLUME/receive-TOKEN,
  * bound read-write, nosuid, nodev at <PropagatedMount>/.receive-TOKEN for
  * the command; the commit, under the volume's op_lock and refused while it
  * is known to be in use, is one renameat2(RENAME_EXCHANGE) with
  * volumes/VOLUME, as a rollback's; the previous state, then in receive-TOKEN,
- * goes to the trash, and the new state's snapshot is taken with the
- * sender's ID. Before the exchange the volume is untouched; whatever is in
- * receive-* is never the live volume, so start-up deletes it unasked.
- * A receive is the state and its snapshot or nothing: when the snapshot
- * cannot be taken, a full stream's volume is removed again and an
- * incremental one's exchange is undone (the previous state goes to the
- * trash only after the snapshot).
+ * goes to the trash. Before the exchange the volume is untouched; whatever
+ * is in receive-* is never the live volume, so start-up deletes it unasked.
+ *
+ * A receive is the state and its snapshot or nothing, across a crash too.
+ * The stream's snapshot (the sender's ID) is taken before the commit, of the
+ * received tree (receive-TOKEN; a full stream's new volumes/VOLUME after its
+ * copy and before its record, through a CreateHook), its record marked with
+ * that tree's root inode (receive_root, snapshot.h); then the commit; then
+ * the mark is cleared, one atomic record rewrite, and the snapshot listed.
+ * A crash in between leaves a marked record, which start-up settles before
+ * anything is listed or served: volumes/VOLUME's root is that inode (the
+ * commit happened), the mark is cleared; else the snapshot is deleted. The
+ * inode cannot be another directory's: the tree is deleted only after its
+ * mark is settled. A failing step undoes the receive (the snapshot dropped,
+ * the exchange swapped back, a full stream's volume rolled back or removed).
  */
 #include <fcntl.h>
 #include <signal.h>

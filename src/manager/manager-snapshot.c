@@ -15,6 +15,10 @@
  *    volume is untouched, after it the previous state is in rollback/), then
  *    the previous state is deleted. Whatever is in rollback/ is never the
  *    live volume, so start-up deletes it whenever it finds one.
+ *  - take for a receive: as take, of the received tree, the record committed
+ *    with a mark (receive_root) that the receive's commit settles
+ *    (manager-receive.c); start-up keeps it if volumes/<volume> is that tree,
+ *    else deletes it. Never listed while marked.
  * Start-up deletes only what a record proves uncommitted (pending) or
  * committed for removal (removing); a data directory without a record is
  * left where it is and logged.
