@@ -456,17 +456,19 @@ int manager_receive_commit(Manager *m, const char *name, const char *token, cons
 			 * The volume this receive made goes again, then its snapshot (a crash between: start-up
 			 * deletes a marked snapshot whose volume is not there): a receive is both or nothing.
 			 */
-			r = manager_remove(m, name, &why_remove) == 0 ? 0 : r;
-			if (r == 0 && fs)
+			bool removed = manager_remove(m, name, &why_remove) == 0;
+
+			if (removed && fs)
 				manager_snapshot_drop_received(m, part, fs, name);
 			partition_fs_put(fs);
-			if (r == 0)
-				return errmsg_set(reterr_msg, -EIO, "cannot commit snapshot %s of volume %s received from "
-						  "the stream, so the volume was removed again (nothing was changed): %s", snap,
-						  name, why ? why : "?");
+			if (removed)
+				return errmsg_set(reterr_msg, r, "cannot commit snapshot %s of volume %s received from the "
+						  "stream, so the volume was removed again (nothing was changed): %s", snap,
+						  name, why ? why : errno_str(r));
 			return errmsg_set(reterr_msg, r, "volume %s was created from the stream; its snapshot %s could "
 					  "not be committed (settled at the next start), and the volume could not be "
-					  "removed (%s): %s", name, snap, why_remove ? why_remove : "?", why ? why : "?");
+					  "removed (%s): %s", name, snap, why_remove ? why_remove : "?",
+					  why ? why : errno_str(r));
 		}
 	}
 	log_info("volume %s: received snapshot %s (ID %s) as a full stream", name, snap, id);
