@@ -4,7 +4,8 @@
  * loop-backed XFS: a full and an incremental round trip compared with the
  * independent comparator (treecmp), the incremental stream's size after a
  * small change to a large file, the receiver's snapshot carrying the
- * sender's ID, a receive killed midway leaving the previous state, and the
+ * sender's ID, a receive killed midway leaving the previous state, one killed
+ * around its commit being its state with its snapshot or nothing, and the
  * hostile streams (traversal names, a symlink then a write through it, a hard
  * link out, a rename over a directory, cut short, a bit flipped, another
  * base, giant sizes, a device node, bytes after the end): each a clear Err,
@@ -383,6 +384,95 @@ Test(daemon_send, a_receive_is_refused_while_in_use_and_a_killed_one_leaves_the_
 	cr_assert_eq(receive_from(incr, "dst", NULL), 0, "%s", err);
 	snapdata("src", "s2", s, sizeof(s));
 	compare(s, dst, "after the restart");
+}
+
+/* ---- a kill around a receive's commit ---- */
+
+/* Starts the daemon with NVMEVOL_TEST_RECEIVE_KILL=@point, receives @stream into dst (the daemon kills itself there), restarts it. */
+static void receive_killed_at(const char *point, const char *stream)
+{
+	char hook[64];
+	const char *const env[] = { "NVMEVOL_SELFTEST=off", "NVMEVOL_CLONE_FREEZE_BUDGET_MS=20000", hook, NULL };
+	int st;
+
+	snprintf(hook, sizeof(hook), "NVMEVOL_TEST_RECEIVE_KILL=%s", point);
+	testbed_stop(&tb, SIGTERM);
+	testbed_start_or_fail(&tb, env);
+	cr_assert_neq(receive_from(stream, "dst", NULL), 0, "the receive went through the kill at %s: %s", point, out);
+	st = testbed_stop(&tb, 0);
+	cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the daemon was not killed at %s (status %#x)", point, st);
+	testbed_start_or_fail(&tb, ENV);
+}
+
+/* Whether nvmevol/snapshots/dst/data/@snap or meta/@snap.json is on the partition. */
+static bool snapshot_on_disk(const char *snap)
+{
+	char p[800], mp[400];
+	struct stat st;
+
+	snapdata("dst", snap, p, sizeof(p));
+	if (lstat(p, &st) == 0)
+		return true;
+	testbed_part_mountpoint(&tb, 0, mp, sizeof(mp));
+	snprintf(p, sizeof(p), "%s/nvmevol/snapshots/dst/meta/%s.json", mp, snap);
+	return lstat(p, &st) == 0;
+}
+
+/* Snapshot @snap of dst has the ID of src's, the sender's. */
+static void assert_senders_id(const char *snap, const char *what)
+{
+	char id_src[64], id_dst[64];
+
+	snapshot_id("src", snap, id_src, sizeof(id_src));
+	snapshot_id("dst", snap, id_dst, sizeof(id_dst));
+	cr_assert(id_src[0] && strcmp(id_src, id_dst) == 0, "%s: snapshot %s of dst has ID '%s', the sender's is %s",
+		  what, snap, id_dst, id_src);
+}
+
+/*
+ * A receive is atomic across a kill: the snapshot is taken of the received tree before the commit,
+ * its record marked with that tree's root inode, and the mark cleared after it. Killed after the
+ * marked record but before the commit (a full stream: before the volume's record; an incremental one:
+ * before the RENAME_EXCHANGE), the restart finds the volume as before and no snapshot, on disk either;
+ * killed after the commit but before the mark's clear, it finds the new state with its snapshot, the
+ * sender's ID. (Before: the snapshot came after the commit, and a kill between left the new state
+ * without it, so the next incremental stream was refused.)
+ */
+Test(daemon_send, a_receive_killed_around_its_commit_is_its_state_with_its_snapshot_or_nothing)
+{
+	char full[600], incr[600], s[700], dst[512], id_dst[64];
+
+	if (!NVMEVOL_TEST_HOOKS)
+		cr_skip_test("needs a build with -Dtest_hooks=true (NVMEVOL_TEST_RECEIVE_KILL)");
+	prepare(full, incr, sizeof(full));
+
+	receive_killed_at("before-commit", full);
+	cr_assert_neq(tb_call(&tb, "Get", &rep, "{\"Name\":\"dst\"}"), 0, "a full receive killed before its commit left dst");
+	cr_assert_not(snapshot_on_disk("s1"), "a full receive killed before its commit left its snapshot s1");
+
+	receive_killed_at("before-clear", full);
+	cr_assert_eq(tb_call(&tb, "Get", &rep, "{\"Name\":\"dst\"}"), 0, "a full receive killed after its commit: %s",
+		     client_err(&rep));
+	testbed_volume_dir(&tb, 0, "dst", dst, sizeof(dst));
+	snapdata("src", "s1", s, sizeof(s));
+	compare(s, dst, "a full receive killed after its commit");
+	assert_senders_id("s1", "a full receive killed after its commit");
+
+	receive_killed_at("before-exchange", incr);
+	compare(s, dst, "an incremental receive killed before its exchange");
+	snapshot_id("dst", "s2", id_dst, sizeof(id_dst));
+	cr_assert_eq(id_dst[0], '\0', "an incremental receive killed before its exchange listed s2 (%s)", id_dst);
+	cr_assert_not(snapshot_on_disk("s2"), "an incremental receive killed before its exchange left snapshot s2");
+
+	receive_killed_at("before-clear", incr);
+	snapdata("src", "s2", s, sizeof(s));
+	compare(s, dst, "an incremental receive killed after its exchange");
+	assert_senders_id("s2", "an incremental receive killed after its exchange");
+	snapdata("dst", "s2", dst, sizeof(dst));
+	compare(s, dst, "the snapshot s2 of an incremental receive killed after its exchange");
+	/* Nothing of the receives stayed in the way: the same stream again finds its snapshot there. */
+	cr_assert_eq(receive_from(incr, "dst", NULL), 1);
+	cr_assert(strstr(err, "already has"), "%s", err);
 }
 
 /* ---- a kill inside the receive's snapshot ---- */

@@ -236,6 +236,22 @@ Test(send_stream, a_snapshot_record_keeps_its_id_and_one_without_is_an_older_one
 	free(old);
 }
 
+/* @rec with @field ("key":value,) put before "bytes", its CRC recomputed: only the field can be wrong. */
+static char *with_field(const char *rec, const char *field)
+{
+	const char *at = strstr(rec, "\"bytes\"");
+	char *bad, *crc;
+
+	cr_assert_not_null(at);
+	cr_assert(asprintf(&bad, "%.*s%s%s", (int)(at - rec), rec, field, at) > 0);
+	crc = strstr(bad, ",\"crc\"");
+	cr_assert_not_null(crc);
+	strcpy(crc, "}");
+	crc = crc_trailer_append(bad);
+	free(bad);
+	return crc;
+}
+
 Test(send_stream, a_snapshot_record_keeps_by_move_and_refuses_a_false_or_odd_one)
 {
 	VolumeSnapshot s = { .name = "s1", .state = SNAPSHOT_COMMITTED, .id = "0123456789abcdef0123456789abcdef",
@@ -243,7 +259,6 @@ Test(send_stream, a_snapshot_record_keeps_by_move_and_refuses_a_false_or_odd_one
 	VolumeSnapshot back;
 	char *rec = snapshot_record_dump("vol", &s), *bad;
 	_cleanup_free_ char *why = NULL;
-	const char *at;
 
 	cr_assert_not_null(rec);
 	cr_assert(strstr(rec, "\"by_move\":true"), "%s", rec);
@@ -257,18 +272,7 @@ Test(send_stream, a_snapshot_record_keeps_by_move_and_refuses_a_false_or_odd_one
 	cr_assert_eq(snapshot_record_parse(rec, strlen(rec), "vol", &back, NULL), 0);
 	cr_assert(!back.by_move);
 	/* "by_move": false is not a form nvmevol writes: damaged (the CRC is recomputed, so only the field is wrong). */
-	at = strstr(rec, "\"bytes\"");
-	cr_assert_not_null(at);
-	cr_assert(asprintf(&bad, "%.*s\"by_move\":false,%s", (int)(at - rec), rec, at) > 0);
-	{
-		char *body = strdup(bad), *crc = strstr(body, ",\"crc\"");
-
-		cr_assert_not_null(crc);
-		strcpy(crc, "}");
-		free(bad);
-		bad = crc_trailer_append(body);
-		free(body);
-	}
+	bad = with_field(rec, "\"by_move\":false,");
 	cr_assert_eq(snapshot_record_parse(bad, strlen(bad), "vol", &back, &why), -EUCLEAN);
 	cr_assert(strstr(why, "not a snapshot record"), "%s", why);
 	free(bad);
@@ -293,5 +297,41 @@ Test(send_stream, an_evacuation_snapshot_is_marked_in_its_record)
 	cr_assert(!strstr(rec, "evacuation"), "%s", rec);
 	cr_assert_eq(snapshot_record_parse(rec, strlen(rec), "vol", &back, NULL), 0);
 	cr_assert(!back.evacuation);
+	free(rec);
+}
+
+/* A receive's snapshot carries its mark (the received tree's root inode) until its commit settles it; a 0 is refused. */
+/* @s's record, which holds @field (or, @has false, nothing with that name), parsed back into *@back. */
+static char *dump_and_parse(const VolumeSnapshot *s, const char *field, bool has, VolumeSnapshot *back)
+{
+	char *rec = snapshot_record_dump("vol", s);
+	char name[64];
+
+	cr_assert_not_null(rec);
+	snprintf(name, sizeof(name), "%.*s", (int)strcspn(field, ":"), field);
+	cr_assert(has ? strstr(rec, field) != NULL : strstr(rec, name) == NULL, "%s", rec);
+	cr_assert_eq(snapshot_record_parse(rec, strlen(rec), "vol", back, NULL), 0);
+	return rec;
+}
+
+Test(send_stream, a_receive_snapshot_keeps_its_mark_in_its_record_until_it_is_cleared)
+{
+	VolumeSnapshot s = { .name = "r2", .state = SNAPSHOT_COMMITTED, .receive_root = 1234567,
+			     .id = "0123456789abcdef0123456789abcdef" };
+	VolumeSnapshot back;
+	_cleanup_free_ char *why = NULL;
+	char *rec, *bad;
+
+	rec = dump_and_parse(&s, "\"receive_root\":1234567", true, &back);
+	cr_assert_eq(back.receive_root, 1234567);
+	free(rec);
+	/* Cleared: no field at all, as every other snapshot's record. */
+	s.receive_root = 0;
+	rec = dump_and_parse(&s, "\"receive_root\":", false, &back);
+	cr_assert_eq(back.receive_root, 0);
+	bad = with_field(rec, "\"receive_root\":0,");
+	cr_assert_eq(snapshot_record_parse(bad, strlen(bad), "vol", &back, &why), -EUCLEAN);
+	cr_assert(strstr(why, "receive_root"), "%s", why);
+	free(bad);
 	free(rec);
 }

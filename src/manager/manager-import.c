@@ -148,6 +148,12 @@ static int find_import(Manager *m, const char *uuid, const char *token, Partitio
 int manager_import_commit(Manager *m, const char *name, const char *token, const char *uuid, const json_t *options,
 			  json_t **ret_result, char **reterr_msg)
 {
+	return manager_import_commit_hooked(m, name, token, uuid, options, NULL, ret_result, reterr_msg);
+}
+
+int manager_import_commit_hooked(Manager *m, const char *name, const char *token, const char *uuid,
+				 const json_t *options, const CreateHook *hook, json_t **ret_result, char **reterr_msg)
+{
 	_cleanup_close_ int dfd = -EBADF;
 	VolumeOptions opts;
 	PartitionFs *fs = NULL;
@@ -164,7 +170,7 @@ int manager_import_commit(Manager *m, const char *name, const char *token, const
 		/* Placed where the stream was written (the copy shares its blocks), without pinning it there. */
 		dfd = openat(fs->imports_fd, token, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		r = dfd < 0 ? errmsg_set(reterr_msg, negative_errno(), "cannot open the import: %s", errno_str(errno))
-			    : manager_create_filled(m, name, &opts, uuid, dfd, reterr_msg);
+			    : manager_create_filled(m, name, &opts, uuid, dfd, hook, reterr_msg);
 	}
 	discard(m, fs, uuid, token);
 	partition_fs_put(fs);

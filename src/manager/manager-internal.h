@@ -140,12 +140,24 @@ int manager_fence_check_mount(const Volume *v, char **reterr_msg);
 void manager_fence_add_status(const Volume *v, json_t *status);
 
 /* manager-clone.c: Create with from=SOURCE. */
+/*
+ * What a filled Create does between the copy into the new volume's directory and its record (the
+ * commit point): a full receive's snapshot of that tree (manager-receive.c). @undo undoes it when the
+ * create fails after it.
+ */
+typedef struct CreateHook {
+	int (*before_commit)(Manager *m, Volume *v, PartitionFs *fs, void *userdata, char **reterr_msg);
+	void (*undo)(Manager *m, Volume *v, PartitionFs *fs, void *userdata);
+	void *userdata;
+} CreateHook;
+
 typedef struct ClonePrep {
 	Volume *source;     /* a reference */
 	Partition *part;    /* SOURCE's partition: the clone's */
 	VolumeOptions opts; /* the new volume's: size and inodes inherited from SOURCE unless given */
 	bool copy;          /* the partition cannot share blocks and clone_copy=true: copy the data */
 	int from_fd;        /* >= 0: an import's directory to fill the volume from (source is NULL) */
+	const CreateHook *hook; /* a filled Create's, or NULL */
 } ClonePrep;
 /* Checks a clone before anything is written: SOURCE, its partition, reflink, whether the clone fits. */
 int manager_clone_prepare(Manager *m, const VolumeOptions *opts, const CloneRequest *req, ClonePrep *prep,
@@ -166,13 +178,16 @@ void manager_clone_add_status(Volume *v, json_t *status);
 
 /* manager.c: the partition for a new volume with @o (its partition=, or placement); NULL and an Err if none. */
 Partition *manager_choose_partition(Manager *m, const VolumeOptions *o, char **reterr_msg);
-/* manager.c: Create of @name on the partition @opts names, filled from the directory @from_fd (an import). */
 /*
- * Create of a volume filled from @from_fd (an import), placed on partition @place_uuid (where @from_fd
- * is); its record keeps @opts, so partition= only when it was asked for.
+ * manager.c: Create of a volume filled from @from_fd (an import), placed on partition @place_uuid (where
+ * @from_fd is); its record keeps @opts, so partition= only when it was asked for. @hook: NULL, or what
+ * runs before the commit.
  */
 int manager_create_filled(Manager *m, const char *name, const VolumeOptions *opts, const char *place_uuid,
-			  int from_fd, char **reterr_msg);
+			  int from_fd, const CreateHook *hook, char **reterr_msg);
+/* manager-import.c: manager_import_commit() with @hook for the volume's Create. */
+int manager_import_commit_hooked(Manager *m, const char *name, const char *token, const char *uuid,
+				 const json_t *options, const CreateHook *hook, json_t **ret_result, char **reterr_msg);
 
 /* manager-snapshot.c: loads @v's snapshots from @fs; with @recover (start-up) settles what a crash interrupted. */
 void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover);
@@ -202,6 +217,17 @@ int manager_snapshot_take_for_evacuation(Manager *m, Volume *v, const char *snap
 int manager_snapshot_remove_locked(Manager *m, Volume *v, const char *snap, char **reterr_msg);
 /* @v's snapshot with ID @id, or NULL (borrowed; op_lock held). */
 VolumeSnapshot *manager_snapshot_find_id(Volume *v, const char *id);
+/*
+ * A receive's snapshot, taken of its new state @tree in @tree_dirfd before the commit that makes that
+ * tree volumes/<volume>: its record carries the mark receive_root (snapshot.h), it is not listed, and
+ * *@ret is its record. The caller holds op_lock; it then settles it: @committed (the commit happened)
+ * clears the mark (one atomic record write) and lists it, else it is deleted.
+ */
+int manager_snapshot_take_received(Manager *m, Volume *v, int tree_dirfd, const char *tree, const char *snap,
+				   const char *id, bool by_move, VolumeSnapshot *ret, char **reterr_msg);
+int manager_snapshot_settle_received(Manager *m, Volume *v, VolumeSnapshot *s, bool committed, char **reterr_msg);
+/* Start-up: deletes the marked snapshots in nvmevol/snapshots/@volume of @part, whose volume is not there. */
+void manager_snapshot_drop_received(Manager *m, Partition *part, PartitionFs *fs, const char *volume);
 /* manager-receive.c: start-up deletes what interrupted receives left in snapshots/<volume>/ (@vol_fd). */
 void manager_receive_cleanup(Manager *m, Volume *v, PartitionFs *fs, int vol_fd);
 

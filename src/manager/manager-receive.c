@@ -2,23 +2,31 @@
 /*
  * Receive: where the records of `nvmevol volume receive` are applied, and
  * their commit. A full stream is an import (manager-import.c: a directory in
- * nvmevol/imports/ that becomes a new volume through Create's commit order),
- * then the snapshot the stream shows is taken with the sender's ID. An
- * incremental one is applied to a block-sharing copy of its base snapshot
+ * nvmevol/imports/ that becomes a new volume through Create's commit order).
+ * An incremental one is applied to a block-sharing copy of its base snapshot
  * (found by the sender's ID) in nvmevol/snapshots/VOLUME/receive-TOKEN,
  * bound read-write, nosuid, nodev at <PropagatedMount>/.receive-TOKEN for
  * the command; the commit, under the volume's op_lock and refused while it
  * is known to be in use, is one renameat2(RENAME_EXCHANGE) with
  * volumes/VOLUME, as a rollback's; the previous state, then in receive-TOKEN,
- * goes to the trash, and the new state's snapshot is taken with the
- * sender's ID. Before the exchange the volume is untouched; whatever is in
- * receive-* is never the live volume, so start-up deletes it unasked.
- * A receive is the state and its snapshot or nothing: when the snapshot
- * cannot be taken, a full stream's volume is removed again and an
- * incremental one's exchange is undone (the previous state goes to the
- * trash only after the snapshot).
+ * goes to the trash. Before the exchange the volume is untouched; whatever
+ * is in receive-* is never the live volume, so start-up deletes it unasked.
+ *
+ * A receive is the state and its snapshot or nothing, across a crash too.
+ * The stream's snapshot (the sender's ID) is taken before the commit, of the
+ * received tree (receive-TOKEN; a full stream's new volumes/VOLUME after its
+ * copy and before its record, through a CreateHook), its record marked with
+ * that tree's root inode (receive_root, snapshot.h); then the commit; then
+ * the mark is cleared, one atomic record rewrite, and the snapshot listed.
+ * A crash in between leaves a marked record, which start-up settles before
+ * anything is listed or served: volumes/VOLUME's root is that inode (the
+ * commit happened), the mark is cleared; else the snapshot is deleted. The
+ * inode cannot be another directory's: the tree is deleted only after its
+ * mark is settled. A failing step undoes the receive (the snapshot dropped,
+ * the exchange swapped back, a full stream's volume rolled back or removed).
  */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +48,7 @@
 typedef struct RecvArgs {
 	const char *base, *token, *snap, *id;
 	bool by_move;
+	VolumeSnapshot taken; /* the stream's snapshot, marked until the commit settles it */
 	json_t *result;
 } RecvArgs;
 
@@ -252,12 +261,34 @@ static int swap_back(Volume *v, PartitionFs *fs, int snaps_fd, const char *dir, 
 	return 0;
 }
 
+/*
+ * Test builds: NVMEVOL_TEST_RECEIVE_KILL=POINT ends the daemon with SIGKILL at that point of a commit:
+ * before-exchange (the snapshot's marked record written, the volume untouched), before-clear (the
+ * exchange, or a full stream's volume record, done; the mark not yet cleared), before-commit (a full
+ * stream: the snapshot's marked record written, the volume's record not).
+ */
+static void test_kill_at(const char *point)
+{
+#if defined(NVMEVOL_TEST_HOOKS) && NVMEVOL_TEST_HOOKS
+	const char *e = getenv("NVMEVOL_TEST_RECEIVE_KILL");
+
+	if (e && streq(e, point)) {
+		log_info("test hook: receive killed at %s", point);
+		(void)raise(SIGKILL);
+	}
+#else
+	(void)point;
+#endif
+}
+
 static int commit_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 {
 	RecvArgs *a = userdata;
 	_cleanup_close_ int snaps_fd = -EBADF;
 	char use[PATH_MAX + 128] = "", dir[32];
+	VolumeSnapshot snap = { 0 };
 	struct stat root, prev;
+	bool charged = false, exchanged = false;
 	PartitionFs *fs;
 	int r;
 
@@ -280,12 +311,33 @@ static int commit_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	else if (fstatat(snaps_fd, dir, &root, AT_SYMLINK_NOFOLLOW) < 0 ||
 		 fstatat(fs->volumes_fd, v->name, &prev, AT_SYMLINK_NOFOLLOW) < 0)
 		r = errmsg_set(reterr_msg, negative_errno(), "cannot look at the receive: %s", errno_str(errno));
-	else if ((r = charge_received(v, fs, snaps_fd, dir, reterr_msg)) == 0 &&
-		 renameat2(snaps_fd, dir, fs->volumes_fd, v->name, RENAME_EXCHANGE) < 0)
+	else if ((r = charge_received(v, fs, snaps_fd, dir, reterr_msg)) == 0) {
+		_cleanup_free_ char *why = NULL;
+
+		charged = true;
+		/*
+		 * The snapshot before the commit, of the received tree, marked with its root's inode: a crash from
+		 * here on leaves a record that start-up settles by whether volumes/VOLUME is that tree (snapshot.h).
+		 */
+		r = manager_snapshot_take_received(m, v, snaps_fd, dir, a->snap, a->id, a->by_move, &snap, &why);
+		if (r < 0)
+			r = errmsg_set(reterr_msg, r, "cannot take snapshot %s of the received state of volume %s (nothing "
+				       "was changed): %s", a->snap, v->name, why ? why : errno_str(r));
+	}
+	if (r == 0) {
+		test_kill_at("before-exchange");
 		/* The commit point: one atomic swap. The previous state is now in receive-TOKEN. */
-		r = errmsg_set(reterr_msg, negative_errno(), "cannot swap volume %s with the received state: %s",
-			       v->name, errno_str(errno));
+		if (renameat2(snaps_fd, dir, fs->volumes_fd, v->name, RENAME_EXCHANGE) < 0) {
+			r = errmsg_set(reterr_msg, negative_errno(), "cannot swap volume %s with the received state: %s",
+				       v->name, errno_str(errno));
+			(void)manager_snapshot_settle_received(m, v, &snap, false, NULL);
+		} else
+			exchanged = true;
+	}
 	if (r < 0) {
+		/* Now in @dir: the received state; charged to the volume, it leaves the project, then goes. */
+		if (charged && v->projid)
+			(void)charge_tree(fs, snaps_fd, dir, 0, NULL);
 		(void)manager_snapshot_discard_dir(m, v, fs, snaps_fd, dir);
 		goto out;
 	}
@@ -294,31 +346,23 @@ static int commit_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	/* A directory moved to another parent gets new times: the stream's, again. */
 	(void)utimensat(fs->volumes_fd, v->name, (const struct timespec[2]){ root.st_atim, root.st_mtim },
 			AT_SYMLINK_NOFOLLOW);
-	/*
-	 * The snapshot before the previous state goes: a receive is the state and its snapshot (the base of the
-	 * next stream) or nothing, so a snapshot that cannot be taken swaps the previous state back.
-	 */
+	test_kill_at("before-clear");
 	{
 		_cleanup_free_ char *why = NULL;
 
-		r = manager_snapshot_take_locked(m, v, a->snap, a->id, a->by_move, &why);
+		/* The mark's clear; if its record cannot be written, the previous state goes back, the snapshot away. */
+		r = manager_snapshot_settle_received(m, v, &snap, true, &why);
 		if (r < 0 && swap_back(v, fs, snaps_fd, dir, &prev) == 0) {
-			r = errmsg_set(reterr_msg, r, "cannot take snapshot %s of the received state of volume %s, so the "
+			exchanged = false;
+			(void)manager_snapshot_settle_received(m, v, &snap, false, NULL);
+			r = errmsg_set(reterr_msg, r, "cannot commit snapshot %s of the received state of volume %s, so the "
 				       "volume was put back as it was (nothing was changed): %s", a->snap, v->name,
 				       why ? why : errno_str(r));
-			/* Now in @dir: the received state, charged to the volume; it leaves the project, then goes. */
-			if (v->projid)
-				(void)charge_tree(fs, snaps_fd, dir, 0, NULL);
-			(void)manager_snapshot_discard_dir(m, v, fs, snaps_fd, dir);
-			goto out;
-		}
-		if (r < 0) {
-			r = errmsg_set(reterr_msg, r, "volume %s has the received state, but its snapshot %s could not be "
-				       "taken (a later incremental stream from it will be refused; send a full one then): %s",
-				       v->name, a->snap, why ? why : errno_str(r));
-		}
+		} else if (r < 0)
+			r = errmsg_set(reterr_msg, r, "volume %s has the received state; its snapshot %s is settled at the "
+				       "next start: %s", v->name, a->snap, why ? why : errno_str(r));
 	}
-	/* The previous state leaves the volume's project before the trash deletes it: the volume holds what it has. */
+	/* The previous state (or, undone, the received one) leaves the volume's project before the trash deletes it. */
 	if (v->projid) {
 		_cleanup_free_ char *why = NULL;
 
@@ -329,7 +373,7 @@ static int commit_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	if (manager_snapshot_discard_dir(m, v, fs, snaps_fd, dir) < 0)
 		log_warning("volume %s: the state before the receive stays in nvmevol/snapshots/%s/%s until the next start",
 			    v->name, v->name, dir);
-	if (r < 0)
+	if (r < 0 || !exchanged)
 		goto out;
 	log_info("volume %s: received snapshot %s (ID %s) as an incremental stream", v->name, a->snap, a->id);
 	a->result = json_pack("{s:s,s:s,s:s,s:s}", "volume", v->name, "snapshot", a->snap, "id", a->id, "result",
@@ -340,11 +384,36 @@ out:
 	return r;
 }
 
-static int snap_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
+/* A full stream's: the snapshot of the new volume's tree, before its record (the commit point). */
+static int full_before_commit(Manager *m, Volume *v, PartitionFs *fs, void *userdata, char **reterr_msg)
+{
+	RecvArgs *a = userdata;
+	_cleanup_free_ char *why = NULL;
+	int r;
+
+	r = manager_snapshot_take_received(m, v, fs->volumes_fd, v->name, a->snap, a->id, a->by_move, &a->taken, &why);
+	if (r < 0)
+		return errmsg_set(reterr_msg, r, "cannot take snapshot %s of volume %s received from the stream, so the "
+				  "volume was not created (nothing was changed): %s", a->snap, v->name,
+				  why ? why : errno_str(r));
+	test_kill_at("before-commit");
+	return 0;
+}
+
+static void full_undo(Manager *m, Volume *v, PartitionFs *fs, void *userdata)
 {
 	RecvArgs *a = userdata;
 
-	return manager_snapshot_take_locked(m, v, a->snap, a->id, a->by_move, reterr_msg);
+	(void)fs;
+	(void)manager_snapshot_settle_received(m, v, &a->taken, false, NULL);
+}
+
+static int settle_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
+{
+	RecvArgs *a = userdata;
+
+	test_kill_at("before-clear");
+	return manager_snapshot_settle_received(m, v, &a->taken, true, reterr_msg);
 }
 
 int manager_receive_commit(Manager *m, const char *name, const char *token, const char *uuid, const char *base,
@@ -352,6 +421,7 @@ int manager_receive_commit(Manager *m, const char *name, const char *token, cons
 			   char **reterr_msg)
 {
 	RecvArgs a = { .base = base, .token = token, .snap = snap, .id = id, .by_move = by_move };
+	const CreateHook hook = { .before_commit = full_before_commit, .undo = full_undo, .userdata = &a };
 	json_t *done = NULL;
 	int r;
 
@@ -368,25 +438,36 @@ int manager_receive_commit(Manager *m, const char *name, const char *token, cons
 		*ret_result = a.result;
 		return 0;
 	}
-	r = manager_import_commit(m, name, token, uuid, options, &done, reterr_msg);
+	/* The snapshot is taken inside the create, marked, before the volume's record: both or neither. */
+	r = manager_import_commit_hooked(m, name, token, uuid, options, &hook, &done, reterr_msg);
 	json_decref(done);
 	if (r < 0)
 		return r;
 	{
 		_cleanup_free_ char *why = NULL;
 
-		r = manager_run_on_volume(m, name, false, snap_fn, &a, &why);
+		r = manager_run_on_volume(m, name, false, settle_fn, &a, &why);
 		if (r < 0) {
 			_cleanup_free_ char *why_remove = NULL;
+			Partition *part = pool_find_uuid(m->pool, uuid);
+			PartitionFs *fs = part ? partition_fs_get(m->pool, part) : NULL;
 
-			/* The volume this receive made, without its snapshot, goes again: a receive is both or nothing. */
-			if (manager_remove(m, name, &why_remove) == 0)
-				return errmsg_set(reterr_msg, r, "cannot take snapshot %s of volume %s received from the "
+			/*
+			 * The volume this receive made goes again, then its snapshot (a crash between: start-up
+			 * deletes a marked snapshot whose volume is not there): a receive is both or nothing.
+			 */
+			bool removed = manager_remove(m, name, &why_remove) == 0;
+
+			if (removed && fs)
+				manager_snapshot_drop_received(m, part, fs, name);
+			partition_fs_put(fs);
+			if (removed)
+				return errmsg_set(reterr_msg, r, "cannot commit snapshot %s of volume %s received from the "
 						  "stream, so the volume was removed again (nothing was changed): %s", snap,
 						  name, why ? why : errno_str(r));
-			return errmsg_set(reterr_msg, r, "volume %s was created from the stream, but its snapshot %s could "
-					  "not be taken (an incremental stream based on it will be refused), and it could "
-					  "not be removed (%s): %s", name, snap, why_remove ? why_remove : "?",
+			return errmsg_set(reterr_msg, r, "volume %s was created from the stream; its snapshot %s could "
+					  "not be committed (settled at the next start), and the volume could not be "
+					  "removed (%s): %s", name, snap, why_remove ? why_remove : "?",
 					  why ? why : errno_str(r));
 		}
 	}

@@ -15,6 +15,10 @@
  *    volume is untouched, after it the previous state is in rollback/), then
  *    the previous state is deleted. Whatever is in rollback/ is never the
  *    live volume, so start-up deletes it whenever it finds one.
+ *  - take for a receive: as take, of the received tree, the record committed
+ *    with a mark (receive_root) that the receive's commit settles
+ *    (manager-receive.c); start-up keeps it if volumes/<volume> is that tree,
+ *    else deletes it. Never listed while marked.
  * Start-up deletes only what a record proves uncommitted (pending) or
  * committed for removal (removing); a data directory without a record is
  * left where it is and logged.
@@ -60,6 +64,10 @@ typedef struct SnapArgs {
 	bool evacuation;   /* take: for an evacuation's pass */
 	const char *id;    /* take: the sender's ID (receive); NULL: a new random one */
 	bool by_move;      /* take: for a move (snapshot.h) */
+	int tree_dirfd;    /* take of a receive's tree: @tree in it, instead of volumes/<volume> */
+	const char *tree;
+	uint64_t receive_root; /* take of a receive's tree: its root's inode, the record's mark (snapshot.h) */
+	VolumeSnapshot *ret; /* take of a receive's tree: the record, unlisted */
 	json_t *result;
 } SnapArgs;
 
@@ -220,8 +228,8 @@ static int change_snaps(Manager *m, Volume *v, const VolumeSnapshot *s, const ch
 	return 0;
 }
 
-/* Moves @name of @dirfd to @v's partition's trash and queues it; a failure leaves it for the next start. */
-int manager_snapshot_discard_dir(Manager *m, Volume *v, PartitionFs *fs, int dirfd, const char *name)
+/* Moves @name of @dirfd to @part's trash and queues it; a failure leaves it for the next start. */
+static int discard_dir_of(Manager *m, Partition *part, PartitionFs *fs, int dirfd, const char *name)
 {
 	char entry[TRASH_ENTRY_MAX];
 	PartitionInfo info;
@@ -234,9 +242,22 @@ int manager_snapshot_discard_dir(Manager *m, Volume *v, PartitionFs *fs, int dir
 		return r;
 	(void)fsync(fs->trash_fd);
 	(void)fsync(dirfd);
-	partition_snapshot(m->pool, v->part, &info);
+	partition_snapshot(m->pool, part, &info);
 	(void)trash_enqueue(m->trash, fs, info.uuid, entry);
 	return 0;
+}
+
+int manager_snapshot_discard_dir(Manager *m, Volume *v, PartitionFs *fs, int dirfd, const char *name)
+{
+	return discard_dir_of(m, v->part, fs, dirfd, name);
+}
+
+/* Deletes snapshot @name of @d: its data to the trash, then its record (a crash between: its record still says so). */
+static int drop_snapshot(Manager *m, Partition *part, PartitionFs *fs, SnapDir *d, const char *name)
+{
+	int r = discard_dir_of(m, part, fs, d->data_fd, name);
+
+	return r < 0 ? r : snapstore_delete(d, name);
 }
 
 /* ---- take ---- */
@@ -276,7 +297,9 @@ static void default_name(char *buf, size_t len, Volume *v)
 	}
 }
 
-static int take(Manager *m, Volume *v, PartitionFs *fs, VolumeSnapshot *s, char **reterr_msg)
+/* Takes @s of volumes/<volume>, or (@tree_dirfd >= 0) of @tree in @tree_dirfd, a receive's new state. */
+static int take(Manager *m, Volume *v, PartitionFs *fs, VolumeSnapshot *s, int tree_dirfd, const char *tree,
+		char **reterr_msg)
 {
 	_cleanup_close_ int sfd = -EBADF, dfd = -EBADF;
 	_cleanup_free_ char *why = NULL;
@@ -319,9 +342,11 @@ static int take(Manager *m, Volume *v, PartitionFs *fs, VolumeSnapshot *s, char 
 		goto out;
 	}
 	made_dir = true;
-	sfd = openat(fs->volumes_fd, v->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	sfd = tree_dirfd >= 0 ? openat(tree_dirfd, tree, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+			      : openat(fs->volumes_fd, v->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	dfd = openat(d.data_fd, s->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (sfd < 0 || dfd < 0 || fstat(sfd, &a) < 0 || a.st_dev != fs->dev) {
+	if (sfd < 0 || dfd < 0 || fstat(sfd, &a) < 0 || a.st_dev != fs->dev ||
+	    (s->receive_root && a.st_ino != s->receive_root)) {
 		r = errmsg_set(reterr_msg, -EXDEV, "cannot open volume %s or its snapshot directory on the partition",
 			       v->name);
 		goto out;
@@ -388,6 +413,7 @@ static int create_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	s.temporary = a->temporary;
 	s.by_move = a->by_move;
 	s.evacuation = a->evacuation;
+	s.receive_root = a->receive_root;
 	if (a->id)
 		snprintf(s.id, sizeof(s.id), "%s", a->id);
 	else {
@@ -417,10 +443,15 @@ static int create_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 				  "mkfs.xfs -m reflink=1",
 				  v->name);
 	}
-	r = take(m, v, fs, &s, reterr_msg);
+	r = take(m, v, fs, &s, a->receive_root ? a->tree_dirfd : -EBADF, a->tree, reterr_msg);
 	partition_fs_put(fs);
 	if (r < 0)
 		return r;
+	if (s.receive_root) {
+		/* Not the volume's until its receive settles it (manager_snapshot_settle_received): not listed. */
+		*a->ret = s;
+		return 0;
+	}
 	r = change_snaps(m, v, &s, NULL);
 	if (r < 0)
 		/* On disk and committed: listed after the next start. */
@@ -588,6 +619,23 @@ static int unknown_snapshot(Volume *v, const char *snap, char **reterr_msg)
 			  v->name, snap, v->name);
 }
 
+/* @v's partition, writable (manager_snapshot_writable_fs), and its snapshots' directory in @d; an Err if not. */
+static int open_store(Manager *m, Volume *v, const char *what, PartitionFs **ret_fs, SnapDir *d, char **reterr_msg)
+{
+	PartitionFs *fs = manager_snapshot_writable_fs(m, v, what, reterr_msg);
+	int r;
+
+	if (!fs)
+		return -ENODEV;
+	r = snapstore_open(fs, v->name, false, d);
+	if (r < 0) {
+		partition_fs_put(fs);
+		return errmsg_set(reterr_msg, r, "cannot open nvmevol/snapshots/%s: %s", v->name, errno_str(r));
+	}
+	*ret_fs = fs;
+	return 0;
+}
+
 static int remove_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 {
 	SnapArgs *a = userdata;
@@ -599,14 +647,9 @@ static int remove_fn(Manager *m, Volume *v, void *userdata, char **reterr_msg)
 	if (!cur)
 		return unknown_snapshot(v, a->snap, reterr_msg);
 	s = *cur;
-	fs = manager_snapshot_writable_fs(m, v, "remove a snapshot of", reterr_msg);
-	if (!fs)
-		return -ENODEV;
-	r = snapstore_open(fs, v->name, false, &d);
-	if (r < 0) {
-		r = errmsg_set(reterr_msg, r, "cannot open nvmevol/snapshots/%s: %s", v->name, errno_str(r));
-		goto out;
-	}
+	r = open_store(m, v, "remove a snapshot of", &fs, &d, reterr_msg);
+	if (r < 0)
+		return r;
 	drop_exports(m, v->name, s.name);
 	/* The commit point: from here on start-up finishes the remove. */
 	s.state = SNAPSHOT_REMOVING;
@@ -776,6 +819,59 @@ int manager_snapshot_remove_locked(Manager *m, Volume *v, const char *snap, char
 	int r = remove_fn(m, v, &a, reterr_msg);
 
 	json_decref(a.result);
+	return r;
+}
+
+int manager_snapshot_take_received(Manager *m, Volume *v, int tree_dirfd, const char *tree, const char *snap,
+				   const char *id, bool by_move, VolumeSnapshot *ret, char **reterr_msg)
+{
+	SnapArgs a = { .snap = snap, .id = id, .by_move = by_move, .tree_dirfd = tree_dirfd, .tree = tree, .ret = ret };
+	struct stat st;
+	int r;
+
+	if (fstatat(tree_dirfd, tree, &st, AT_SYMLINK_NOFOLLOW) < 0 || st.st_ino == 0)
+		return errmsg_set(reterr_msg, negative_errno(), "cannot look at the received state of volume %s: %s",
+				  v->name, errno_str(errno));
+	a.receive_root = (uint64_t)st.st_ino;
+	r = create_fn(m, v, &a, reterr_msg);
+	json_decref(a.result);
+	return r;
+}
+
+int manager_snapshot_settle_received(Manager *m, Volume *v, VolumeSnapshot *s, bool committed, char **reterr_msg)
+{
+	SnapDir d = SNAPDIR_NULL;
+	PartitionFs *fs = NULL;
+	int r;
+
+	r = open_store(m, v, committed ? "commit the received snapshot of" : "drop the received snapshot of", &fs, &d,
+		       reterr_msg);
+	if (r < 0)
+		return r;
+	if (!committed) {
+		r = drop_snapshot(m, v->part, fs, &d, s->name);
+		if (r < 0)
+			r = errmsg_set(reterr_msg, r, "cannot delete snapshot %s (deleted at the next start): %s", s->name,
+				       errno_str(r));
+		snapdir_done(&d);
+		if (v->n_snaps == 0)
+			snapstore_prune(fs, v->name);
+		goto out;
+	}
+	/* The mark's clear: one atomic record write. From here on the snapshot is the volume's. */
+	s->receive_root = 0;
+	r = snapstore_save(&d, v->name, s);
+	if (r < 0) {
+		r = errmsg_set(reterr_msg, r, "cannot commit the record of snapshot %s: %s", s->name, errno_str(r));
+		goto out;
+	}
+	r = change_snaps(m, v, s, NULL);
+	if (r < 0)
+		r = errmsg_set(reterr_msg, r, "snapshot %s of %s was taken, but is listed only after a restart: %s",
+			       s->name, v->name, errno_str(r));
+out:
+	snapdir_done(&d);
+	partition_fs_put(fs);
 	return r;
 }
 
@@ -1096,6 +1192,33 @@ void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover)
 			older[c.n_older++] = *s;
 			continue;
 		}
+		if (s->state == SNAPSHOT_COMMITTED && s->receive_root) {
+			/*
+			 * A receive's, taken of its new state before the commit: the volume's if the commit
+			 * happened (volumes/<volume> is that tree now), else never was. Settled before anything
+			 * is served or listed; unsettled (read-only partition) it is not listed.
+			 */
+			if (!recover)
+				continue;
+			if (fstatat(fs->volumes_fd, v->name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+			    (uint64_t)st.st_ino == s->receive_root) {
+				s->receive_root = 0;
+				r = snapstore_save(&d, v->name, s);
+				if (r < 0) {
+					log_error_errno(r, "volume %s: cannot clear the receive's mark of snapshot %s; not "
+							"listed until a start clears it", v->name, s->name);
+					continue;
+				}
+				log_info("volume %s: snapshot %s of an interrupted receive is kept: its state was "
+					 "committed", v->name, s->name);
+				snaps[k++] = *s;
+				continue;
+			}
+			log_info("volume %s: snapshot %s of an interrupted receive is deleted: its state was never "
+				 "committed", v->name, s->name);
+			(void)drop_snapshot(m, v->part, fs, &d, s->name);
+			continue;
+		}
 		if (s->state == SNAPSHOT_COMMITTED && !(s->temporary && recover)) {
 			if (s->data_missing)
 				log_error("volume %s: snapshot %s is committed but its data directory is missing; listed "
@@ -1112,8 +1235,7 @@ void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover)
 		log_info("volume %s: snapshot %s was %s; deleting it", v->name, s->name,
 			 s->state == SNAPSHOT_PENDING ? "interrupted before its commit"
 			 : s->state == SNAPSHOT_REMOVING ? "interrupted in its removal" : "taken for an export that ended");
-		if (manager_snapshot_discard_dir(m, v, fs, d.data_fd, s->name) == 0)
-			(void)snapstore_delete(&d, s->name);
+		(void)drop_snapshot(m, v->part, fs, &d, s->name);
 	}
 	c.older = older;
 	if (recover) {
@@ -1133,4 +1255,24 @@ void manager_snapshot_load(Manager *m, Volume *v, PartitionFs *fs, bool recover)
 			snapstore_prune(fs, v->name);
 	}
 	set_snaps(m, v, snaps, k);
+}
+
+void manager_snapshot_drop_received(Manager *m, Partition *part, PartitionFs *fs, const char *volume)
+{
+	SnapDir d = SNAPDIR_NULL;
+	VolumeSnapshot *snaps = NULL;
+	size_t n = 0;
+
+	if (fs->read_only || snapstore_open(fs, volume, false, &d) < 0)
+		return;
+	if (snapstore_load(&d, volume, NULL, NULL, &snaps, &n) == 0)
+		for (size_t i = 0; i < n; i++)
+			if (snaps[i].receive_root) {
+				/* A full receive's, whose volume's record was never written: the commit did not happen. */
+				log_info("volume %s: snapshot %s of a receive interrupted before its volume's commit is "
+					 "deleted", volume, snaps[i].name);
+				(void)drop_snapshot(m, part, fs, &d, snaps[i].name);
+			}
+	free(snaps);
+	snapdir_done(&d);
 }

@@ -732,6 +732,22 @@ int manager_start(Manager *m, char **reterr_msg)
 		partition_fs_put(fs);
 		volume_unref(v);
 	}
+	/* A full receive's marked snapshot whose volume was never committed (manager-receive.c): deleted. */
+	for (size_t i = 0; i < n_snaps; i++) {
+		PartitionFs *fs = snaps[i].listed ? partition_fs_get(m->pool, snaps[i].part) : NULL;
+
+		for (size_t j = 0; fs && j < snaps[i].n; j++) {
+			_cleanup_(volume_unrefp) Volume *v = registry_lookup(m->reg, snaps[i].names[j]);
+			bool shadowed;
+
+			registry_read_lock(m->reg);
+			shadowed = registry_has_shadow_locked(m->reg, snaps[i].names[j], snaps[i].part);
+			registry_unlock(m->reg);
+			if (!(v && v->part == snaps[i].part) && !shadowed)
+				manager_snapshot_drop_received(m, snaps[i].part, fs, snaps[i].names[j]);
+		}
+		partition_fs_put(fs);
+	}
 	snap_listings_free(snaps, n_snaps);
 
 	/* Still single-threaded: the lock is held across the unmounts here, which is fine before serving. */

@@ -257,7 +257,7 @@ static int move_to_trash(PartitionFs *fs, const char *name, char ret_entry[stati
 static int commit_volume(Manager *m, Volume *v, PartitionFs *fs, const char *pname, ClonePrep *prep,
 			 char **reterr_msg)
 {
-	bool made_index = false, made_dir = false, made_record = false, trashed = false;
+	bool made_index = false, made_dir = false, made_record = false, trashed = false, hooked = false;
 	char trash_name[TRASH_ENTRY_MAX];
 	int r;
 
@@ -275,6 +275,12 @@ static int commit_volume(Manager *m, Volume *v, PartitionFs *fs, const char *pna
 		r = manager_clone_run(m, prep, v, fs, reterr_msg);
 		if (r < 0)
 			goto rollback;
+	}
+	if (prep && prep->hook) {
+		r = prep->hook->before_commit(m, v, fs, prep->hook->userdata, reterr_msg);
+		if (r < 0)
+			goto rollback;
+		hooked = true;
 	}
 	made_record = true;
 	r = store_save_record(fs, v);
@@ -301,6 +307,8 @@ static int commit_volume(Manager *m, Volume *v, PartitionFs *fs, const char *pna
 
 rollback:
 	/* Undo exactly what this create did, newest first. */
+	if (hooked)
+		prep->hook->undo(m, v, fs, prep->hook->userdata);
 	if (made_record)
 		(void)store_delete_record(fs, v->name);
 	if (made_dir) {
@@ -328,7 +336,7 @@ rollback:
 
 /* @stored: the options the record keeps when they differ from @opts (a filled create's placement), else NULL. */
 static int create_locked(Manager *m, const char *name, const VolumeOptions *opts, const CloneRequest *clone,
-			 int from_fd, const VolumeOptions *stored, char **reterr_msg)
+			 int from_fd, const CreateHook *hook, const VolumeOptions *stored, char **reterr_msg)
 {
 	_cleanup_(volume_unrefp) Volume *existing = NULL, *v = NULL;
 	_cleanup_(manager_clone_prep_done) ClonePrep prep = { .from_fd = -EBADF };
@@ -385,7 +393,7 @@ static int create_locked(Manager *m, const char *name, const VolumeOptions *opts
 		if (from_fd >= 0) {
 			PartitionDevice dev;
 
-			prep = (ClonePrep){ .part = part, .opts = *opts, .from_fd = from_fd };
+			prep = (ClonePrep){ .part = part, .opts = *opts, .from_fd = from_fd, .hook = hook };
 			partition_device_snapshot(m->pool, part, &dev);
 			prep.copy = dev.has_xfs && !dev.xfs.reflink;
 		}
@@ -432,13 +440,13 @@ int manager_create(Manager *m, const char *name, const VolumeOptions *opts, cons
 	if (!volume_name_is_valid(name))
 		return errmsg_set(reterr_msg, -EINVAL, "invalid volume name");
 	pthread_mutex_lock(&m->create_lock);
-	r = create_locked(m, name, opts, clone, -EBADF, NULL, reterr_msg);
+	r = create_locked(m, name, opts, clone, -EBADF, NULL, NULL, reterr_msg);
 	pthread_mutex_unlock(&m->create_lock);
 	return r;
 }
 
 int manager_create_filled(Manager *m, const char *name, const VolumeOptions *opts, const char *place_uuid,
-			  int from_fd, char **reterr_msg)
+			  int from_fd, const CreateHook *hook, char **reterr_msg)
 {
 	VolumeOptions placed = *opts;
 	int r;
@@ -448,7 +456,7 @@ int manager_create_filled(Manager *m, const char *name, const VolumeOptions *opt
 	/* Placed where @from_fd is (its blocks are shared); the record keeps partition= only if it was asked. */
 	snprintf(placed.partition, sizeof(placed.partition), "%s", place_uuid);
 	pthread_mutex_lock(&m->create_lock);
-	r = create_locked(m, name, &placed, NULL, from_fd, opts->partition[0] ? NULL : opts, reterr_msg);
+	r = create_locked(m, name, &placed, NULL, from_fd, hook, opts->partition[0] ? NULL : opts, reterr_msg);
 	pthread_mutex_unlock(&m->create_lock);
 	return r;
 }

@@ -41,7 +41,8 @@ char *snapshot_record_dump(const char *volume, const VolumeSnapshot *s)
 		return NULL;
 	if ((s->id[0] && json_object_set_new(j, "id", json_string(s->id)) < 0) ||
 	    (s->by_move && json_object_set_new(j, "by_move", json_true()) < 0) ||
-	    (s->evacuation && json_object_set_new(j, "evacuation", json_true()) < 0)) {
+	    (s->evacuation && json_object_set_new(j, "evacuation", json_true()) < 0) ||
+	    (s->receive_root && json_object_set_new(j, "receive_root", json_integer((json_int_t)s->receive_root)) < 0)) {
 		json_decref(j);
 		return NULL;
 	}
@@ -85,12 +86,14 @@ int snapshot_record_parse(const char *buf, size_t len, const char *volume, Volum
 		return errmsg_set(reterr_msg, -EUCLEAN, "not valid JSON: %s", jerr.text);
 	/*
 	 * "id" since send/receive: a record without one is an older nvmevol's. "by_move" (always
-	 * true) only on a move's snapshot, "evacuation" (always true) only on an evacuation's.
+	 * true) only on a move's snapshot, "evacuation" (always true) only on an evacuation's,
+	 * "receive_root" (an inode number) only on a receive's before its commit settled.
 	 */
 	x = json_object_get(j, "id");
 	if (!json_is_object(j) ||
 	    json_object_size(j) != 11u + (x ? 1u : 0u) + (json_object_get(j, "by_move") ? 1u : 0u) +
-					   (json_object_get(j, "evacuation") ? 1u : 0u) ||
+					   (json_object_get(j, "evacuation") ? 1u : 0u) +
+					   (json_object_get(j, "receive_root") ? 1u : 0u) ||
 	    (x && !(json_is_string(x) && snapshot_id_is_valid(json_string_value(x)))) ||
 	    (json_object_get(j, "by_move") && !json_is_true(json_object_get(j, "by_move"))) ||
 	    (json_object_get(j, "evacuation") && !json_is_true(json_object_get(j, "evacuation")))) {
@@ -144,6 +147,11 @@ int snapshot_record_parse(const char *buf, size_t len, const char *volume, Volum
 	if (x)
 		snprintf(s.id, sizeof(s.id), "%s", json_string_value(x));
 	s.by_move = json_is_true(json_object_get(j, "by_move"));
+	if (json_object_get(j, "receive_root") &&
+	    (get_u64(j, "receive_root", INT64_MAX, &s.receive_root) < 0 || s.receive_root == 0)) {
+		errmsg_set(reterr_msg, r, "field 'receive_root' is invalid");
+		goto out;
+	}
 	*ret = s;
 	r = 0;
 out:

@@ -59,6 +59,16 @@ typedef struct VolumeSnapshot {
 	 * it along. "by_move": true in the record; absent for the others.
 	 */
 	bool by_move;
+	/*
+	 * A receive's mark (manager-receive.c): the snapshot was taken of the
+	 * received tree before its commit, whose directory's root has this inode
+	 * number; the commit makes that directory volumes/<volume>. Until the
+	 * mark is cleared the snapshot is not the volume's: never listed, used
+	 * as a base, rolled back to or sent; start-up keeps it (clearing the
+	 * mark) if volumes/<volume>'s root is that inode, else deletes it.
+	 * "receive_root" in the record while set; absent for the others. 0: none.
+	 */
+	uint64_t receive_root;
 
 	/* Runtime: the last measure of its cost (manager-snapshot.c). */
 	bool data_missing;      /* committed, but its data directory is gone */

@@ -21,8 +21,9 @@ every mutating syscall it makes while `nvmevol volume receive` applies a full st
 incremental one (prepared once from another volume), and while `nvmevol volume move` moves an
 idle volume to a second daemon (its fence, final pass and clean-up). After the restart a
 received volume is absent or as before, or holds the stream's files; its snapshot is listed
-only with them (a volume committed without its snapshot is counted: the next incremental is
-refused with an Err naming a full stream). A moved volume is unchanged on the source, which is
+only with them and with the sender's ID, and a volume with them has that snapshot (committed
+without it is a violation: the next incremental would be refused); a receive not committed leaves
+no data or record of its snapshot. A moved volume is unchanged on the source, which is
 either unfenced and serves a Mount, or fenced and refuses it naming the other node (never
 stale data served); the other node's copy is absent or whole; then the move run again finishes
 (continuing from what the other node holds) and leaves the source fenced and the copy served.
@@ -76,7 +77,7 @@ from nvtlib import (Testbed, Strace, VolumeView, MUTATING_SYSCALLS, ApiError, lo
                     consistency_problems, leftovers, stray_mounts, ensure_clone_source, clone_problems,
                     CLONE_SOURCE, files_below, partition_mount_problems, COMMAND_TIMEOUT, Streams, command,
                     command_ok, make_streams, admin_socket, partition_of, receive, remove_fully, snapshot_dirs,
-                    snapshot_files, Archive, make_archive, archive_files, import_leftovers, snapshot_names,
+                    snapshot_files, snapshot_ids, Archive, make_archive, archive_files, import_leftovers, snapshot_names,
                     sample_points, killed_daemon_stuck)
 
 SYSCALLS = [s for s in MUTATING_SYSCALLS if s != "ioctl"]
@@ -361,16 +362,22 @@ def count_syscalls(tb, op):
 
 
 def receive_problems(tb, op, before, stats):
-    """A receive is whole or not there: the volume absent (full) or as before (incremental), else with
-    the stream's files; its snapshot listed only with those files. Committed without its snapshot (the
-    kill between the swap and the snapshot: the next incremental is refused, naming a full stream) is
-    counted, not a violation."""
+    """A receive is whole or not there: the volume absent (full) or as before (incremental) and the
+    stream's snapshot not listed, else with the stream's files and its snapshot listed with those files
+    and the sender's ID. Committed without its snapshot (once the window between the swap and the
+    snapshot: the next incremental was refused, naming a full stream) is a violation."""
     v = VolumeView(tb, RECV, with_data=True)
     bad = ["%s: %s" % (RECV, p) for p in consistency_problems(tb, v, owner=(7, 0, 0o750))]
     new = Streams.r1 if op == "recvfull" else Streams.r2
-    st, j = tb.admin_call("/Admin.VolumeSnapshots", {"Name": RECV})
-    listed = sorted(s["name"] for s in (j or {}).get("snapshots", [])) if st == 200 else []
+    ids = snapshot_ids(tb, RECV)
+    listed = sorted(ids)
     want_new = "r1" if op == "recvfull" else "r2"
+    if not v.present or (op == "recvincr" and v.data == before):
+        # Not committed: nothing of the stream's snapshot stays on the partition (data or record).
+        for r in tb.fs_roots():
+            for rel in (os.path.join("data", want_new), os.path.join("meta", want_new + ".json")):
+                if os.path.lexists(os.path.join(r, "nvmevol", "snapshots", RECV, rel)):
+                    bad.append("the receive was not committed, but nvmevol/snapshots/%s/%s is there" % (RECV, rel))
     if not v.present:
         if op == "recvincr":
             bad.append("the volume an incremental receive updates is gone")
@@ -379,7 +386,11 @@ def receive_problems(tb, op, before, stats):
         return bad
     if v.data == new:
         if want_new not in listed:
-            stats["committed_without_snapshot"] = stats.get("committed_without_snapshot", 0) + 1
+            bad.append("the volume holds the stream's files but its snapshot %s is not listed (committed "
+                       "without its snapshot)" % want_new)
+        elif ids[want_new] != Streams.ids.get(want_new):
+            bad.append("snapshot %s has ID %s, not the sender's %s" % (want_new, ids[want_new],
+                                                                      Streams.ids.get(want_new)))
         stats["received"] = stats.get("received", 0) + 1
     elif op == "recvincr" and v.data == before:
         if want_new in listed:

@@ -1089,9 +1089,10 @@ def volume_with_files(tb, name, opts, files):
 
 class Streams:
     """A full send stream (snapshot r1 of a source volume) and an incremental one (r2 since r1) in files,
-    and the files each snapshot holds; made once by make_streams()."""
+    and the files each snapshot holds and its ID (the receiver's snapshot takes it); made once by make_streams()."""
     full = incr = None
     r1 = r2 = None
+    ids = {}
 
 
 def make_streams(tb, source, opts):
@@ -1112,6 +1113,13 @@ def make_streams(tb, source, opts):
         if rc != 0:
             raise ApiError("volume send %s -> %s" % (extra, err))
     Streams.r1, Streams.r2 = snapshot_files(tb, source, "r1"), snapshot_files(tb, source, "r2")
+    Streams.ids = snapshot_ids(tb, source)
+
+
+def snapshot_ids(tb, name):
+    """{snapshot: ID} of volume @name, as /Admin.VolumeSnapshots lists them ({} if it answers none)."""
+    st, j = tb.admin_call("/Admin.VolumeSnapshots", {"Name": name})
+    return {s["name"]: s.get("id") for s in (j or {}).get("snapshots", [])} if st == 200 else {}
 
 
 def receive(tb, name, path, timeout=COMMAND_TIMEOUT):

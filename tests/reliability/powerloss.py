@@ -249,8 +249,9 @@ def move_steps(key, dst, before, src_after, dst_after, passes, tree):
     """The states a move of @key (spec @before) to @dst passes through, in order, as [{key: spec, dst:
     spec}], ending as the daemons showed them after it (@src_after, @dst_after); @passes: its
     snapshots, the last one the final pass's; @tree: the volume's files (nothing writes it meanwhile).
-    The steps (cmd-move.c): per pass, the snapshot here, the receive there (a full one commits the
-    volume, then takes the snapshot), the previous pass's snapshot removed here, then there; before
+    The steps (cmd-move.c): per pass, the snapshot here, the receive there (its state and its snapshot
+    at once, a full one's too: src/README.md, "Send and receive"), the previous pass's snapshot removed
+    here, then there; before
     the final pass, the fence. With live passes the copy there is fenced toward this node after the
     first one, and unfenced after the final pass (before the snapshots are dropped)."""
     here = os.uname().nodename   # what the plugin names this node (nodepin.c)
@@ -276,8 +277,9 @@ def move_steps(key, dst, before, src_after, dst_after, passes, tree):
             step(key, lambda sp: dict(copy.deepcopy(sp), fenced=src_after["fenced"]))
         step(key, lambda sp: with_snap(sp, sn, True))
         if i == 0:
-            step(dst, lambda sp: dict(copy.deepcopy(dst_after), snaps={}, snap_ids={}))
-        step(dst, lambda sp: with_snap(sp, sn, True))
+            step(dst, lambda sp: with_snap(dict(copy.deepcopy(dst_after), snaps={}, snap_ids={}), sn, True))
+        else:
+            step(dst, lambda sp: with_snap(sp, sn, True))
         if i == 0 and not last:
             step(dst, lambda sp: dict(copy.deepcopy(sp), fenced=here))
         if last and i > 0:
@@ -563,9 +565,9 @@ class Workload:
 
     def receive(self, src, snap, dst, base=None):
         """`volume send SRC --snapshot SNAP [--from BASE] | volume receive` into @dst (a name of either
-        node): answered, @dst holds exactly SNAP's tree and has SNAP with the sender's ID; before the
-        commit, its previous state; between the commit and the snapshot (in flight only), the new
-        tree with its previous snapshots (src/README.md, "Send and receive")."""
+        node): answered, @dst holds exactly SNAP's tree and has SNAP with the sender's ID; in flight,
+        either its previous state or that one: the snapshot is taken before the commit and settled
+        with it, so no cut leaves the new tree without SNAP (src/README.md, "Send and receive")."""
         sbed, sname = self.node(src)
         dbed, dname = self.node(dst)
         tree = self.model[src]["snaps"][snap]
@@ -592,10 +594,7 @@ class Workload:
             self.unexpected.append("receive %s: snapshot %s has ID %s, the sender's is %s" % (
                 dst, snap, after["snap_ids"].get(snap), self.model[src]["snap_ids"].get(snap)))
         self.after[-1] = copy.deepcopy(self.model)
-        mid = copy.deepcopy(after)
-        mid["snaps"] = dict(before["snaps"]) if before else {}
-        mid["snap_ids"] = dict(before["snap_ids"]) if before else {}
-        self.timelines[len(self.ops) - 1] = [{dst: before}, {dst: mid}, {dst: copy.deepcopy(after)}]
+        self.timelines[len(self.ops) - 1] = [{dst: before}, {dst: copy.deepcopy(after)}]
         return ok
 
     def via_script(self):
