@@ -199,9 +199,15 @@ rmdir "$NVMEVOL_TEST_TMPDIR" 2>/dev/null || echo "left in $NVMEVOL_TEST_TMPDIR: 
 if [ -n "$FAILED_STAGES" ]; then
 	note "failures (the first lines of each failing stage's log that name one, with their detail lines and seeds)"
 	for s in $FAILED_STAGES; do
-		# A failure line, the indented lines right after it (what a check found; 4 at most) and
-		# any line that names a seed (a randomised suite's replay).
-		lines=$(awk '/^\[FAIL\]|^not ok|FAILED|TIMEOUT|did not end|no test ran|left loop devices/ { print; d = 4; next }
+		# A stage of runs ("== NAME: command" each) with a results table ("NAME FAIL ..."; the
+		# reliability stage): each failed run's header and first lines. Its sabotage runs print
+		# FAILED lines when they pass, so a grep for failure words would show those instead.
+		lines=$(awk 'NR == FNR { if ($2 == "FAIL" && NF >= 3) bad[$1] = 1; next }
+			/^== / { n = $2; sub(/:$/, "", n); p = (n in bad); c = 0 }
+			p && c < 8 { print; c++ }' "$LOGDIR/$s.log" "$LOGDIR/$s.log")
+		# Otherwise a failure line, the indented lines right after it (what a check found; 4 at
+		# most) and any line that names a seed (a randomised suite's replay).
+		[ -n "$lines" ] || lines=$(awk '/^\[FAIL\]|^not ok|FAILED|TIMEOUT|did not end|no test ran|left loop devices/ { print; d = 4; next }
 			d > 0 && /^[ \t#]/ { print; d--; next } { d = 0 } /[Ss]eed [0-9]+/ { print }' "$LOGDIR/$s.log" |
 			head -n 30)
 		[ -n "$lines" ] || lines=$(tail -n 3 "$LOGDIR/$s.log") # none named: how the log ends
