@@ -300,7 +300,6 @@ Test(send_stream, an_evacuation_snapshot_is_marked_in_its_record)
 	free(rec);
 }
 
-/* A receive's snapshot carries its mark (the received tree's root inode) until its commit settles it; a 0 is refused. */
 /* @s's record, which holds @field (or, @has false, nothing with that name), parsed back into *@back. */
 static char *dump_and_parse(const VolumeSnapshot *s, const char *field, bool has, VolumeSnapshot *back)
 {
@@ -314,6 +313,7 @@ static char *dump_and_parse(const VolumeSnapshot *s, const char *field, bool has
 	return rec;
 }
 
+/* A receive's snapshot carries its mark (the received tree's root inode) until its commit settles it; a 0 is refused. */
 Test(send_stream, a_receive_snapshot_keeps_its_mark_in_its_record_until_it_is_cleared)
 {
 	VolumeSnapshot s = { .name = "r2", .state = SNAPSHOT_COMMITTED, .receive_root = 1234567,
